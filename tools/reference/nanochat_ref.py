@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""PyTorch reference of nanochat's base model and MuonAdamW, as a command-line program.
+
+Subcommands: fwdbwd, init, optim, bench, train-ddp (see README.md in this folder).
+Exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad input.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import safetensors_io  # noqa: E402
+from model import GPT, Config, init_weights  # noqa: E402
+
+
+class UsageError(Exception):
+    """Bad flags or bad input files: exit code 2."""
+
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def load_config(path):
+    try:
+        return Config.from_json(path)
+    except (OSError, ValueError, TypeError) as e:
+        raise UsageError(f"cannot read config {path}: {e}")
+
+
+def load_tensors(path):
+    try:
+        return safetensors_io.load(path)
+    except (OSError, safetensors_io.SafetensorsError) as e:
+        raise UsageError(f"cannot read {path}: {e}")
+
+
+def load_model(cfg, weights_path, dtype):
+    """GPT with every parameter taken from a safetensors file (all keys must be present)."""
+    model = GPT(cfg)
+    tensors = load_tensors(weights_path)
+    params = dict(model.named_parameters())
+    missing = sorted(set(params) - set(tensors))
+    if missing:
+        raise UsageError(f"{weights_path} lacks parameters {missing[:4]}...; export every nanochat state_dict key")
+    with torch.no_grad():
+        for name, p in params.items():
+            t = tensors[name]
+            if tuple(t.shape) != tuple(p.shape):
+                raise UsageError(f"{weights_path}: {name} has shape {list(t.shape)}, config needs {list(p.shape)}; check the config")
+            p.copy_(torch.from_numpy(np.asarray(t, dtype=np.float64)))
+    return model.to(dtype)
+
+
+def as_numpy(t, dtype):
+    return t.detach().to(dtype).cpu().numpy()
+
+
+# ----------------------------------------------------------------------------- fwdbwd
+
+def cmd_fwdbwd(args):
+    cfg = load_config(args.config)
+    dtype = DTYPES[args.dtype]
+    model = load_model(cfg, args.weights, dtype)
+    batch = load_tensors(args.batch)
+    for k in ("idx", "tgt"):
+        if k not in batch:
+            raise UsageError(f"{args.batch} lacks tensor '{k}'; write idx and tgt as int64 [B,T]")
+    idx = torch.from_numpy(batch["idx"].astype(np.int64))
+    tgt = torch.from_numpy(batch["tgt"].astype(np.int64))
+    if idx.ndim != 2 or idx.shape != tgt.shape:
+        raise UsageError(f"{args.batch}: idx {list(idx.shape)} and tgt {list(tgt.shape)} must both be [B,T]")
+    if int(idx.min()) < 0 or int(idx.max()) >= cfg.vocab_size or int(tgt.max()) >= cfg.vocab_size or int(tgt.min()) < -1:
+        raise UsageError(f"{args.batch}: token ids outside [0,{cfg.vocab_size}) (tgt may be -1); fix the batch")
+    loss, losses = model(idx, tgt)
+    loss.backward()
+    out = {"loss": as_numpy(loss.reshape(1), dtype), "losses": as_numpy(losses, dtype)}
+    for name, p in model.named_parameters():
+        g = p.grad if p.grad is not None else torch.zeros_like(p)
+        out["grad." + name] = as_numpy(g, dtype)
+    safetensors_io.save(args.out, out)
+    print(f"loss {loss.item():.6f} tokens {int((tgt != -1).sum())}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- init
+
+def cmd_init(args):
+    cfg = load_config(args.config)
+    model = GPT(cfg)
+    init_weights(model, args.seed)
+    safetensors_io.save(args.out, {k: as_numpy(p, torch.float32) for k, p in model.named_parameters()})
+
+
+# ----------------------------------------------------------------------------- main
+
+def build_parser():
+    ap = argparse.ArgumentParser(prog="nanochat_ref.py", description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("fwdbwd", help="loss, per-token losses and gradients of one batch")
+    p.add_argument("--config", required=True)
+    p.add_argument("--weights", required=True)
+    p.add_argument("--batch", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    p.set_defaults(func=cmd_fwdbwd)
+
+    p = sub.add_parser("init", help="nanochat initialisation to a safetensors file")
+    p.add_argument("--config", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_init)
+    return ap
+
+
+def main(argv=None):
+    ap = build_parser()
+    args = ap.parse_args(argv)  # argparse exits with code 2 on bad flags
+    torch.set_num_threads(getattr(args, "threads", None) or int(os.environ.get("OMP_NUM_THREADS", "1")))
+    try:
+        args.func(args)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

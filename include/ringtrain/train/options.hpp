@@ -1,0 +1,63 @@
+// Everything `ringtrain train` is told on its command line, parsed and checked once.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ringtrain/model/config.hpp"
+
+namespace rt::train {
+
+enum class SyncMode { Grad, Avg, Diloco };
+
+struct TrainOptions {
+  // model
+  int64_t depth = 8;
+  int64_t seq_len = 1024;
+  int64_t head_dim = 128;
+  int64_t n_kv_head = 0;  // 0: same as n_head
+  std::string window_pattern = "SSSL";
+  // batch and schedule
+  int64_t device_batch = 2;   // rows per micro-step on this rank
+  int64_t total_batch = 0;    // tokens per optimizer step over all ranks; 0: one micro-step
+  int64_t steps = 100;        // the schedule's length
+  int64_t stop_after = -1;    // save and exit 0 after this step (schedule unchanged)
+  uint64_t seed = 42;
+  int threads = 0;            // 0: all cores
+  // data, output
+  std::string data_dir;
+  std::string out_dir = "runs/latest";
+  std::string metrics_path;   // default: <out>/metrics.jsonl (rank 0)
+  int64_t eval_every = 100;
+  int64_t eval_tokens = 1 << 16;
+  int64_t save_every = 0;     // 0: only at the end (and on stop)
+  bool resume = false;
+  // distribution
+  int rank = 0;
+  std::vector<std::string> peers;  // host:port per rank; empty: one process
+  SyncMode sync = SyncMode::Grad;
+  int64_t sync_every = 1;
+  float outer_lr = 0.7f;
+  float outer_momentum = 0.9f;
+  bool wire_bf16 = false;
+  std::string job_id = "ringtrain";
+  double connect_timeout_s = 120;
+  double peer_timeout_s = 30;
+  int64_t chunk_bytes = 1 << 20;
+  bool progress_bar = true;   // only drawn on a terminal
+
+  int world() const { return peers.empty() ? 1 : int(peers.size()); }
+  bool distributed() const { return world() > 1; }
+  model::ModelConfig model_config(int64_t vocab_size) const;
+  // Flags that must agree on every rank, as "key=value" lines, checked at the handshake
+  // (per-rank flags such as --threads and --device-batch are left out on purpose).
+  std::string shared_config_text() const;
+};
+
+// Parses `ringtrain train` arguments; throws rt::UsageError with a one-line message.
+// Returns false when --help was printed.
+bool parse_train_options(int argc, char** argv, TrainOptions& out);
+
+const char* sync_mode_name(SyncMode m);
+
+}  // namespace rt::train

@@ -1,0 +1,187 @@
+// `ringtrain train` flags: parsing, defaults and the checks that give one-line errors.
+#include "ringtrain/train/options.hpp"
+
+#include <cxxopts.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+#include "ringtrain/errors.hpp"
+
+namespace rt::train {
+
+const char* sync_mode_name(SyncMode m) {
+  switch (m) {
+    case SyncMode::Grad: return "grad";
+    case SyncMode::Avg: return "avg";
+    case SyncMode::Diloco: return "diloco";
+  }
+  return "?";
+}
+
+model::ModelConfig TrainOptions::model_config(int64_t vocab_size) const {
+  model::ModelConfig c = model::ModelConfig::from_depth(depth, seq_len, vocab_size);
+  if (head_dim != c.head_dim) {
+    c.head_dim = head_dim;
+    c.n_head = c.n_embd / head_dim;
+    c.n_kv_head = c.n_head;
+  }
+  if (n_kv_head > 0) c.n_kv_head = n_kv_head;
+  c.window_pattern = window_pattern;
+  c.validate();
+  return c;
+}
+
+std::string TrainOptions::shared_config_text() const {
+  std::ostringstream s;
+  s << "--depth=" << depth << "\n--seq-len=" << seq_len << "\n--head-dim=" << head_dim
+    << "\n--n-kv-head=" << n_kv_head << "\n--window-pattern=" << window_pattern
+    << "\n--total-batch=" << total_batch << "\n--steps=" << steps << "\n--seed=" << seed
+    << "\n--eval-every=" << eval_every << "\n--eval-tokens=" << eval_tokens
+    << "\n--save-every=" << save_every << "\n--stop-after=" << stop_after
+    << "\n--sync=" << sync_mode_name(sync) << "\n--sync-every=" << sync_every
+    << "\n--outer-lr=" << outer_lr << "\n--outer-momentum=" << outer_momentum
+    << "\n--wire=" << (wire_bf16 ? "bf16" : "f32") << "\n--resume=" << resume
+    << "\n--peers=";
+  for (size_t i = 0; i < peers.size(); ++i) s << (i ? "," : "") << peers[i];
+  s << "\n";
+  return s.str();
+}
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, ','))
+    if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw UsageError(message);
+}
+
+}  // namespace
+
+bool parse_train_options(int argc, char** argv, TrainOptions& o) {
+  cxxopts::Options spec(argv[0], "Train a nanochat GPT on one process, or on several hosts with --rank and --peers.");
+  spec.custom_help("[options]");
+  spec.add_options("model")
+      ("depth", "model depth N (nanochat dN: n_embd 64N)", cxxopts::value<int64_t>()->default_value("8"))
+      ("seq-len", "sequence length T", cxxopts::value<int64_t>()->default_value("1024"))
+      ("head-dim", "attention head dim", cxxopts::value<int64_t>()->default_value("128"))
+      ("n-kv-head", "key/value heads (GQA); 0 = n_head", cxxopts::value<int64_t>()->default_value("0"))
+      ("window-pattern", "attention windows per layer, S short, L long", cxxopts::value<std::string>()->default_value("SSSL"));
+  spec.add_options("batch and schedule")
+      ("device-batch", "rows per micro-step on this rank (may differ per rank)", cxxopts::value<int64_t>()->default_value("2"))
+      ("total-batch", "tokens per optimizer step over all ranks (0: one micro-step per rank)", cxxopts::value<int64_t>()->default_value("0"))
+      ("steps", "optimizer steps; sets the LR, momentum and weight-decay schedules", cxxopts::value<int64_t>()->default_value("100"))
+      ("stop-after", "save a checkpoint after this step and exit 0 (schedule unchanged); resume with --resume", cxxopts::value<int64_t>()->default_value("-1"))
+      ("seed", "initialisation and data-order seed", cxxopts::value<uint64_t>()->default_value("42"))
+      ("threads", "compute threads on this rank (0: all cores)", cxxopts::value<int>()->default_value("0"));
+  spec.add_options("data and output")
+      ("data", "directory written by 'ringtrain data prepare'", cxxopts::value<std::string>())
+      ("out", "run directory: checkpoints, metrics, log", cxxopts::value<std::string>()->default_value("runs/latest"))
+      ("metrics", "JSONL metrics file (default: <out>/metrics.jsonl on rank 0)", cxxopts::value<std::string>()->default_value(""))
+      ("eval-every", "val bpb every K steps (and at step 0 and the end); 0: only at the end", cxxopts::value<int64_t>()->default_value("100"))
+      ("eval-tokens", "val tokens per evaluation", cxxopts::value<int64_t>()->default_value("65536"))
+      ("save-every", "checkpoint every K steps (0: only at the end)", cxxopts::value<int64_t>()->default_value("0"))
+      ("resume", "continue from the newest valid checkpoint in --out")
+      ("no-progress", "plain log lines even on a terminal");
+  spec.add_options("distributed")
+      ("rank", "this process's rank, 0-based", cxxopts::value<int>()->default_value("0"))
+      ("peers", "every rank's HOST:PORT in rank order; rank R binds entry R's port and no other", cxxopts::value<std::string>()->default_value(""))
+      ("sync", "grad (average gradients every step), avg (average parameters every --sync-every steps) or diloco", cxxopts::value<std::string>()->default_value("grad"))
+      ("sync-every", "steps between parameter averages for avg and diloco", cxxopts::value<int64_t>()->default_value("1"))
+      ("outer-lr", "DiLoCo outer learning rate", cxxopts::value<float>()->default_value("0.7"))
+      ("outer-momentum", "DiLoCo outer Nesterov momentum", cxxopts::value<float>()->default_value("0.9"))
+      ("wire", "f32 or bf16 on the wire", cxxopts::value<std::string>()->default_value("f32"))
+      ("job-id", "job name checked at the handshake", cxxopts::value<std::string>()->default_value("ringtrain"))
+      ("connect-timeout", "seconds to wait for every rank to arrive", cxxopts::value<double>()->default_value("120"))
+      ("peer-timeout", "seconds of silence after which a rank counts as lost", cxxopts::value<double>()->default_value("30"))
+      ("chunk-bytes", "ring all-reduce chunk size", cxxopts::value<int64_t>()->default_value("1048576"));
+  spec.add_options()("h,help", "this help");
+
+  cxxopts::ParseResult r;
+  try {
+    r = spec.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string(e.what()) + "; run 'ringtrain train --help'");
+  }
+  if (!r.unmatched().empty())
+    throw UsageError("unexpected argument '" + r.unmatched()[0] + "'; run 'ringtrain train --help'");
+  if (r.count("help")) {
+    std::printf("%s\n", spec.help().c_str());
+    std::printf(
+        "examples:\n"
+        "  one process:  ringtrain train --data data/kdoc --out runs/d4 --depth 4 --seq-len 512 --steps 2000\n"
+        "  two hosts:    ringtrain train --data data/kdoc --out runs/d8 --rank 0 --peers 10.0.0.1:29500,10.0.0.2:29500\n"
+        "                ringtrain train --data data/kdoc --out runs/d8 --rank 1 --peers 10.0.0.1:29500,10.0.0.2:29500\n");
+    return false;
+  }
+
+  try {
+    o.depth = r["depth"].as<int64_t>();
+    o.seq_len = r["seq-len"].as<int64_t>();
+    o.head_dim = r["head-dim"].as<int64_t>();
+    o.n_kv_head = r["n-kv-head"].as<int64_t>();
+    o.window_pattern = r["window-pattern"].as<std::string>();
+    o.device_batch = r["device-batch"].as<int64_t>();
+    o.total_batch = r["total-batch"].as<int64_t>();
+    o.steps = r["steps"].as<int64_t>();
+    o.stop_after = r["stop-after"].as<int64_t>();
+    o.seed = r["seed"].as<uint64_t>();
+    o.threads = r["threads"].as<int>();
+    if (r.count("data")) o.data_dir = r["data"].as<std::string>();
+    o.out_dir = r["out"].as<std::string>();
+    o.metrics_path = r["metrics"].as<std::string>();
+    o.eval_every = r["eval-every"].as<int64_t>();
+    o.eval_tokens = r["eval-tokens"].as<int64_t>();
+    o.save_every = r["save-every"].as<int64_t>();
+    o.resume = r.count("resume") > 0;
+    o.progress_bar = r.count("no-progress") == 0;
+    o.rank = r["rank"].as<int>();
+    o.peers = split_commas(r["peers"].as<std::string>());
+    o.sync_every = r["sync-every"].as<int64_t>();
+    o.outer_lr = r["outer-lr"].as<float>();
+    o.outer_momentum = r["outer-momentum"].as<float>();
+    o.job_id = r["job-id"].as<std::string>();
+    o.connect_timeout_s = r["connect-timeout"].as<double>();
+    o.peer_timeout_s = r["peer-timeout"].as<double>();
+    o.chunk_bytes = r["chunk-bytes"].as<int64_t>();
+    const std::string sync = r["sync"].as<std::string>();
+    if (sync == "grad") o.sync = SyncMode::Grad;
+    else if (sync == "avg") o.sync = SyncMode::Avg;
+    else if (sync == "diloco") o.sync = SyncMode::Diloco;
+    else throw UsageError("--sync " + sync + " is not a sync mode; use grad, avg or diloco");
+    const std::string wire = r["wire"].as<std::string>();
+    require(wire == "f32" || wire == "bf16", "--wire " + wire + " is not supported; use f32 or bf16");
+    o.wire_bf16 = wire == "bf16";
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string(e.what()) + "; run 'ringtrain train --help'");
+  }
+
+  require(!o.data_dir.empty(), "--data is required: a directory written by 'ringtrain data prepare'");
+  require(o.depth >= 1, "--depth must be at least 1");
+  require(o.seq_len >= 1, "--seq-len must be at least 1");
+  require(o.device_batch >= 1, "--device-batch must be at least 1");
+  require(o.steps >= 1, "--steps must be at least 1");
+  require(o.total_batch >= 0, "--total-batch must be 0 (one micro-step) or a token count");
+  require(o.stop_after < 0 || o.stop_after < o.steps,
+          "--stop-after must be smaller than --steps (it stops a run early; the schedule stays --steps long)");
+  require(o.threads >= 0, "--threads must be 0 (all cores) or more");
+  require(o.eval_every >= 0 && o.save_every >= 0, "--eval-every and --save-every must be 0 or more");
+  require(o.eval_tokens >= o.seq_len, "--eval-tokens must be at least --seq-len");
+  require(o.sync_every >= 1, "--sync-every must be at least 1");
+  require(o.peers.size() != 1, "--peers lists every rank's HOST:PORT; with one rank, leave --peers out");
+  require(o.rank >= 0 && o.rank < o.world(),
+          "--rank " + std::to_string(o.rank) + " is outside --peers (" + std::to_string(o.world()) +
+              " ranks, 0-based)");
+  require(o.connect_timeout_s > 0 && o.peer_timeout_s > 0, "timeouts must be positive");
+  require(o.chunk_bytes >= 4096, "--chunk-bytes must be at least 4096");
+  return true;
+}
+
+}  // namespace rt::train

@@ -15,6 +15,7 @@ import torch  # noqa: E402
 
 import safetensors_io  # noqa: E402
 from model import GPT, Config, init_weights  # noqa: E402
+import optim  # noqa: E402
 
 
 class UsageError(Exception):
@@ -94,6 +95,51 @@ def cmd_init(args):
     safetensors_io.save(args.out, {k: as_numpy(p, torch.float32) for k, p in model.named_parameters()})
 
 
+# ----------------------------------------------------------------------------- optim
+
+def grad_steps(grads, names, path):
+    """Split "step{i}.<key>" tensors into a list of {key: tensor}, one per step."""
+    steps = {}
+    for full, arr in grads.items():
+        head, _, key = full.partition(".")
+        if not head.startswith("step") or not head[4:].isdigit() or not key:
+            raise UsageError(f"{path}: tensor {full} is not named step<i>.<key>; rename it")
+        steps.setdefault(int(head[4:]), {})[key] = torch.from_numpy(arr.astype(np.float32))
+    if not steps or sorted(steps) != list(range(len(steps))):
+        raise UsageError(f"{path}: steps must be step0..stepN-1 without gaps, found {sorted(steps)[:8]}")
+    for i in range(len(steps)):
+        missing = sorted(set(names) - set(steps[i]))
+        if missing:
+            raise UsageError(f"{path}: step{i} lacks gradients {missing[:4]}; give one per parameter")
+    return [steps[i] for i in range(len(steps))]
+
+
+def cmd_optim(args):
+    cfg = load_config(args.config)
+    model = load_model(cfg, args.weights, torch.float32)
+    params = dict(model.named_parameters())
+    steps = grad_steps(load_tensors(args.grads), params, args.grads)
+    if args.num_iterations < 1 or args.start_step < 0 or args.start_step + len(steps) > args.num_iterations:
+        raise UsageError(f"steps {args.start_step}..{args.start_step + len(steps) - 1} do not fit in "
+                         f"--num-iterations {args.num_iterations}; raise it or lower --start-step")
+    if args.total_batch <= 0:
+        raise UsageError("--total-batch must be a positive token count")
+    for name, p in params.items():
+        for i, g in enumerate(steps):
+            if tuple(g[name].shape) != tuple(p.shape):
+                raise UsageError(f"{args.grads}: step{i}.{name} has shape {list(g[name].shape)}, parameter is {list(p.shape)}")
+    opt = optim.MuonAdamW(params.items(), cfg, args.total_batch)
+    out = {}
+    for i, grads in enumerate(steps):
+        lrm, mom, wd = opt.scheduled_step(args.start_step + i, args.num_iterations, grads)
+        for name, p in params.items():
+            out[f"step{i}.{name}"] = as_numpy(p, torch.float32)
+        out[f"step{i}.lr_mult"] = np.array([lrm], dtype=np.float32)
+        out[f"step{i}.muon_momentum"] = np.array([mom], dtype=np.float32)
+        out[f"step{i}.muon_wd"] = np.array([wd], dtype=np.float32)
+    safetensors_io.save(args.out, out)
+
+
 # ----------------------------------------------------------------------------- main
 
 def build_parser():
@@ -113,6 +159,16 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("optim", help="MuonAdamW steps on given gradients, with the spec's schedules")
+    p.add_argument("--config", required=True)
+    p.add_argument("--weights", required=True)
+    p.add_argument("--grads", required=True, help="step<i>.<key> gradients, one set per step")
+    p.add_argument("--num-iterations", type=int, required=True, help="N of the schedules")
+    p.add_argument("--total-batch", type=int, required=True, help="tokens per optimizer step")
+    p.add_argument("--start-step", type=int, default=0, help="schedule index of the first step")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_optim)
     return ap
 
 

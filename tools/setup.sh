@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   g++ cmake meson ninja-build pkg-config
-  libdnnl-dev libzmq3-dev cppzmq-dev libcxxopts-dev libboost-test-dev libpcre2-dev nlohmann-json3-dev
+  libdnnl-dev libzmq3-dev cppzmq-dev libcxxopts-dev libboost-test-dev libpcre2-dev nlohmann-json3-dev zlib1g-dev
   # the PyTorch reference and Gloo baseline, on OpenBLAS (never the reference BLAS)
   python3-torch python3-numpy libopenblas0-openmp python3-matplotlib
   # multi-host tests: network namespaces, firewall, traffic shaping, process tools

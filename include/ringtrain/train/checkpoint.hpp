@@ -1,0 +1,58 @@
+// Checkpoints: one self-contained directory per rank and step,
+//   <out>/rank<R>/step_<NNNNNN>/{model.safetensors, state.bin, meta.json}
+// Every file is written into a temporary directory, fsynced, and the directory is renamed
+// into place only when complete: a crash mid-write never leaves something that looks like a
+// checkpoint. meta.json lists every file with its size and CRC-32, so corruption (a
+// truncated copy, a flipped bit) is detected on load and the checkpoint refused.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace rt::train {
+
+uint32_t crc32_of(const void* data, size_t bytes, uint32_t crc = 0);
+
+std::string rank_dir(const std::string& run_dir, int rank);
+std::string step_dir_name(int64_t step);
+
+class CheckpointWriter {
+ public:
+  CheckpointWriter(const std::string& run_dir, int rank, int64_t step);
+  ~CheckpointWriter();  // removes the temporary directory unless committed
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Writes one file made of the given pieces, in order.
+  void write_file(const std::string& name, const std::vector<std::pair<const void*, size_t>>& pieces);
+  // Adds "files" to meta, writes meta.json, fsyncs and renames into place. Returns the path.
+  std::string commit(nlohmann::json meta);
+
+ private:
+  std::string final_dir_, tmp_dir_;
+  nlohmann::json files_ = nlohmann::json::object();
+  bool committed_ = false;
+};
+
+// Reads meta.json and checks every listed file's size and CRC-32. Returns meta.json's content,
+// or throws rt::UsageError naming the checkpoint and what is wrong with it.
+nlohmann::json verify_checkpoint(const std::string& step_dir);
+
+// The newest checkpoint of a rank that verifies; older or broken ones are skipped, each with
+// a log line saying why. nullopt when there is none.
+std::optional<std::string> newest_valid_checkpoint(const std::string& run_dir, int rank);
+
+// Steps of the checkpoints present (valid or not) for a rank, ascending.
+std::vector<int64_t> checkpoint_steps(const std::string& run_dir, int rank);
+
+// Resolves what a user passed as --checkpoint: a step directory, a rank directory, or a run
+// directory (then rank 0's newest valid checkpoint). Throws UsageError when there is none.
+std::string resolve_checkpoint(const std::string& path);
+
+std::vector<char> read_whole_file(const std::string& path);
+
+}  // namespace rt::train

@@ -1,0 +1,229 @@
+#include "ringtrain/train/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "ringtrain/errors.hpp"
+#include "ringtrain/train/log.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rt::train {
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+void write_fd_all(int fd, const void* data, size_t bytes, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::write(fd, p, std::min<size_t>(bytes, size_t(1) << 30));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw RuntimeError("cannot write " + path + ": " + errno_text() + " (disk full?)");
+    }
+    p += n;
+    bytes -= size_t(n);
+  }
+}
+
+void fsync_path(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+uint32_t crc32_of(const void* data, size_t bytes, uint32_t crc) {
+  const auto* p = static_cast<const Bytef*>(data);
+  uLong c = crc;
+  while (bytes > 0) {
+    uInt n = uInt(std::min<size_t>(bytes, size_t(1) << 30));
+    c = ::crc32(c, p, n);
+    p += n;
+    bytes -= n;
+  }
+  return uint32_t(c);
+}
+
+std::string rank_dir(const std::string& run_dir, int rank) {
+  return (fs::path(run_dir) / ("rank" + std::to_string(rank))).string();
+}
+
+std::string step_dir_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%06lld", (long long)step);
+  return buf;
+}
+
+CheckpointWriter::CheckpointWriter(const std::string& run_dir, int rank, int64_t step) {
+  const fs::path parent = rank_dir(run_dir, rank);
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) throw RuntimeError("cannot create " + parent.string() + ": " + ec.message());
+  final_dir_ = (parent / step_dir_name(step)).string();
+  tmp_dir_ = (parent / ("." + step_dir_name(step) + ".tmp-" + std::to_string(::getpid()))).string();
+  fs::remove_all(tmp_dir_, ec);
+  fs::create_directory(tmp_dir_, ec);
+  if (ec) throw RuntimeError("cannot create " + tmp_dir_ + ": " + ec.message());
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (!committed_) {
+    std::error_code ec;
+    fs::remove_all(tmp_dir_, ec);
+  }
+}
+
+void CheckpointWriter::write_file(const std::string& name,
+                                  const std::vector<std::pair<const void*, size_t>>& pieces) {
+  const std::string path = (fs::path(tmp_dir_) / name).string();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw RuntimeError("cannot create " + path + ": " + errno_text());
+  uint32_t crc = 0;
+  size_t total = 0;
+  try {
+    for (const auto& [data, bytes] : pieces) {
+      write_fd_all(fd, data, bytes, path);
+      crc = crc32_of(data, bytes, crc);
+      total += bytes;
+    }
+    if (::fsync(fd) != 0) throw RuntimeError("cannot sync " + path + ": " + errno_text());
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  files_[name] = {{"bytes", total}, {"crc32", crc}};
+}
+
+std::string CheckpointWriter::commit(nlohmann::json meta) {
+  meta["format"] = "ringtrain-checkpoint";
+  meta["format_version"] = 1;
+  meta["files"] = files_;
+  const std::string text = meta.dump(2) + "\n";
+  {
+    const std::string path = (fs::path(tmp_dir_) / "meta.json").string();
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw RuntimeError("cannot create " + path + ": " + errno_text());
+    write_fd_all(fd, text.data(), text.size(), path);
+    ::fsync(fd);
+    ::close(fd);
+  }
+  fsync_path(tmp_dir_);
+  std::error_code ec;
+  if (fs::exists(final_dir_)) {
+    // Saving the same step again (e.g. after a resume): replace the old one whole.
+    const std::string old = final_dir_ + ".old-" + std::to_string(::getpid());
+    fs::rename(final_dir_, old, ec);
+    if (ec) throw RuntimeError("cannot replace " + final_dir_ + ": " + ec.message());
+    fs::rename(tmp_dir_, final_dir_, ec);
+    fs::remove_all(old);
+  } else {
+    fs::rename(tmp_dir_, final_dir_, ec);
+  }
+  if (ec) throw RuntimeError("cannot rename " + tmp_dir_ + " to " + final_dir_ + ": " + ec.message());
+  fsync_path(fs::path(final_dir_).parent_path().string());
+  committed_ = true;
+  return final_dir_;
+}
+
+std::vector<char> read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("cannot open " + path + ": " + errno_text());
+  in.seekg(0, std::ios::end);
+  const auto size = in.tellg();
+  in.seekg(0);
+  std::vector<char> data(size > 0 ? size_t(size) : 0);
+  if (!data.empty() && !in.read(data.data(), std::streamsize(data.size())))
+    throw UsageError("cannot read " + path);
+  return data;
+}
+
+nlohmann::json verify_checkpoint(const std::string& dir) {
+  const std::string where = "checkpoint " + dir;
+  const fs::path meta_path = fs::path(dir) / "meta.json";
+  if (!fs::exists(meta_path))
+    throw UsageError(where + " has no meta.json (incomplete or not a checkpoint); use another checkpoint");
+  nlohmann::json meta;
+  try {
+    const auto text = read_whole_file(meta_path.string());
+    meta = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(where + " is corrupt: meta.json does not parse (" + std::string(e.what()) +
+                     "); delete it or resume from an older one");
+  }
+  if (meta.value("format", "") != "ringtrain-checkpoint" || !meta.contains("files"))
+    throw UsageError(where + " is not a ringtrain checkpoint (meta.json lacks format/files)");
+  for (const auto& [name, info] : meta["files"].items()) {
+    const fs::path p = fs::path(dir) / name;
+    std::error_code ec;
+    const auto size = fs::file_size(p, ec);
+    if (ec)
+      throw UsageError(where + " is corrupt: " + name + " is missing; delete it or resume from an older one");
+    if (size != info["bytes"].get<uint64_t>())
+      throw UsageError(where + " is corrupt: " + name + " has " + std::to_string(size) + " bytes, expected " +
+                       std::to_string(info["bytes"].get<uint64_t>()) + "; delete it or resume from an older one");
+    const auto data = read_whole_file(p.string());
+    if (crc32_of(data.data(), data.size()) != info["crc32"].get<uint32_t>())
+      throw UsageError(where + " is corrupt: " + name +
+                       " fails its CRC-32 check; delete it or resume from an older one");
+  }
+  return meta;
+}
+
+std::vector<int64_t> checkpoint_steps(const std::string& run_dir, int rank) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(rank_dir(run_dir, rank), ec)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("step_", 0) == 0 && n.find('.') == std::string::npos) {
+      try {
+        steps.push_back(std::stoll(n.substr(5)));
+      } catch (...) {
+      }
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::optional<std::string> newest_valid_checkpoint(const std::string& run_dir, int rank) {
+  auto steps = checkpoint_steps(run_dir, rank);
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const std::string dir = (fs::path(rank_dir(run_dir, rank)) / step_dir_name(*it)).string();
+    try {
+      verify_checkpoint(dir);
+      return dir;
+    } catch (const UsageError& e) {
+      logf("skipping %s", e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  if (!fs::exists(path)) throw UsageError("checkpoint path " + path + " does not exist");
+  if (fs::exists(fs::path(path) / "meta.json")) return path;
+  // A rank directory, or a run directory.
+  const fs::path p(path);
+  std::optional<std::string> found;
+  if (p.filename().string().rfind("rank", 0) == 0)
+    found = newest_valid_checkpoint(p.parent_path().string(), std::stoi(p.filename().string().substr(4)));
+  else
+    found = newest_valid_checkpoint(path, 0);
+  if (!found) throw UsageError("no valid checkpoint under " + path + "; train with --save-every or let a run finish");
+  return *found;
+}
+
+}  // namespace rt::train

@@ -16,6 +16,7 @@ import torch  # noqa: E402
 import safetensors_io  # noqa: E402
 from model import GPT, Config, init_weights  # noqa: E402
 import optim  # noqa: E402
+from runtime import BlasError  # noqa: E402
 
 
 class UsageError(Exception):
@@ -140,6 +141,23 @@ def cmd_optim(args):
     safetensors_io.save(args.out, out)
 
 
+# ----------------------------------------------------------------------------- bench
+
+def positive(name, value):
+    if value <= 0:
+        raise UsageError(f"--{name} must be positive, got {value}")
+
+
+def cmd_bench(args):
+    import bench
+    for name in ("depth", "device_batch", "seq_len", "threads", "steps"):
+        positive(name.replace("_", "-"), getattr(args, name))
+    if args.warmup < 0:
+        raise UsageError("--warmup must be >= 0")
+    bench.run_bench(args.depth, args.device_batch, args.seq_len, args.threads, args.steps, args.warmup,
+                    args.optimizer, args.json, vocab_size=args.vocab)
+
+
 # ----------------------------------------------------------------------------- main
 
 def build_parser():
@@ -169,6 +187,18 @@ def build_parser():
     p.add_argument("--start-step", type=int, default=0, help="schedule index of the first step")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_optim)
+
+    p = sub.add_parser("bench", help="forward+backward (+optimizer) throughput, one JSON line per step")
+    p.add_argument("--depth", type=int, default=8)
+    p.add_argument("--device-batch", type=int, default=2)
+    p.add_argument("--seq-len", type=int, default=1024)
+    p.add_argument("--vocab", type=int, default=32768)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--optimizer", choices=["none", "muonadamw"], default="none")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench)
     return ap
 
 
@@ -178,7 +208,7 @@ def main(argv=None):
     torch.set_num_threads(getattr(args, "threads", None) or int(os.environ.get("OMP_NUM_THREADS", "1")))
     try:
         args.func(args)
-    except UsageError as e:
+    except (UsageError, BlasError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except RuntimeError as e:

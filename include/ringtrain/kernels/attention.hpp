@@ -20,12 +20,21 @@ struct AttentionShape {
   int64_t window = 0;  // keys t-window..t
 };
 
+// Blocking of the kernel. The defaults suit D = 64..128 on AVX-512 cores; tests use small
+// values to exercise the tile edges, benchmarks to compare choices.
+struct AttentionTiling {
+  int64_t q_tile = 64;      // query rows per forward work item
+  int64_t k_tile = 64;      // key rows per backward work item
+  int64_t max_chunk = 512;  // longest run of keys (forward) or queries (backward) per matmul
+};
+
 // Layouts are those the linear layers produce, row-major:
 //   q, y, dq, dy: [B, T, H, D];  k, v, dk, dv: [B, T, KV, D];  lse: [B, H, T].
 // Construct once per shape (it owns its scratch and any oneDNN primitives) and reuse.
+// One instance runs one call at a time (it parallelises internally with OpenMP).
 class SlidingWindowAttention {
  public:
-  explicit SlidingWindowAttention(const AttentionShape& shape);
+  explicit SlidingWindowAttention(const AttentionShape& shape, const AttentionTiling& tiling = {});
   ~SlidingWindowAttention();
   SlidingWindowAttention(const SlidingWindowAttention&) = delete;
   SlidingWindowAttention& operator=(const SlidingWindowAttention&) = delete;

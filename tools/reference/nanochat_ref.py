@@ -158,6 +158,22 @@ def cmd_bench(args):
                     args.optimizer, args.json, vocab_size=args.vocab)
 
 
+# ----------------------------------------------------------------------------- train-ddp
+
+def cmd_train_ddp(args):
+    import train_ddp
+    for name in ("depth", "device_batch", "seq_len", "threads", "steps", "world_size", "timeout"):
+        positive(name.replace("_", "-"), getattr(args, name))
+    if not 0 <= args.rank < args.world_size:
+        raise UsageError(f"--rank {args.rank} is outside 0..{args.world_size - 1}; fix --rank or --world-size")
+    if args.data and not os.path.isfile(args.data):
+        raise UsageError(f"--data {args.data} is not a file; pass a token shard or raw uint16 file")
+    try:
+        train_ddp.train_ddp(args)
+    except (train_ddp.DataError, ValueError) as e:
+        raise UsageError(str(e))
+
+
 # ----------------------------------------------------------------------------- main
 
 def build_parser():
@@ -199,6 +215,24 @@ def build_parser():
     p.add_argument("--optimizer", choices=["none", "muonadamw"], default="none")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("train-ddp", help="baseline training with torch DDP + Gloo, one process per rank")
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--world-size", type=int, required=True)
+    p.add_argument("--master-addr", default="127.0.0.1")
+    p.add_argument("--master-port", type=int, default=29500)
+    p.add_argument("--ifname", default="", help="sets GLOO_SOCKET_IFNAME (needed in network namespaces)")
+    p.add_argument("--depth", type=int, default=8)
+    p.add_argument("--device-batch", type=int, default=2)
+    p.add_argument("--seq-len", type=int, default=1024)
+    p.add_argument("--vocab", type=int, default=32768)
+    p.add_argument("--total-batch", type=int, default=0, help="tokens per step (default: one micro-batch per rank)")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--data", default="", help="ringtrain shard or raw uint16 tokens; random tokens if omitted")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=int, default=300, help="seconds to wait for peers")
+    p.set_defaults(func=cmd_train_ddp)
     return ap
 
 

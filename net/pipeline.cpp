@@ -1,0 +1,98 @@
+// The send/receive loop shared by all collectives (see pipeline.hpp).
+#include "pipeline.hpp"
+
+#include <optional>
+
+namespace rt::net {
+namespace {
+
+std::string describe_call(CollectiveKind kind, uint64_t seq, uint64_t count, int wire) {
+  return std::string(collective_name(kind)) + " #" + std::to_string(seq) + " of " + std::to_string(count) +
+         " elements, " + (wire ? "bf16" : "f32") + " wire";
+}
+
+}  // namespace
+
+const char* collective_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllReduce: return "all_reduce";
+    case CollectiveKind::ReduceScatter: return "reduce_scatter";
+    case CollectiveKind::AllGather: return "all_gather";
+    case CollectiveKind::Broadcast: return "broadcast";
+    case CollectiveKind::GatherBytes: return "all_gather_bytes";
+  }
+  return "collective";
+}
+
+void run_stream(Transport& t, uint64_t seq, const Stream& s) {
+  const int wire = s.wire == Wire::Bf16 ? 1 : 0;
+  Header out;
+  out.kind = MsgKind::Data;
+  out.collective = static_cast<uint8_t>(s.kind);
+  out.wire = static_cast<uint8_t>(wire);
+  out.sender = static_cast<uint16_t>(t.rank());
+  out.root = static_cast<uint16_t>(s.root);
+  out.job = t.job_hash();
+  out.seq = seq;
+  out.count = s.count;
+
+  const auto stall = std::chrono::duration<double>(t.options().stall_timeout_s);
+  auto last_progress = Clock::now();
+  std::optional<zmq::message_t> staged;  // encoded but refused by a full queue
+  size_t sent = 0, received = 0;
+  t.check_healthy();
+  while (sent < s.send_items || received < s.recv_items) {
+    bool progress = false, blocked = false;
+    while (sent < s.send_items && sent < s.lead + received) {
+      if (!staged) {
+        staged.emplace();
+        s.encode(sent, *staged);
+      }
+      out.item = sent;
+      if (!t.try_send(s.to, out, *staged)) {
+        blocked = true;
+        break;
+      }
+      staged.reset();
+      ++sent;
+      progress = true;
+    }
+    Header h;
+    zmq::message_t payload;
+    if (received < s.recv_items && t.try_recv(s.from, h, payload)) {
+      if (h.seq < seq) continue;  // late message of an earlier collective: never current data
+      const bool same = h.seq == seq && h.collective == out.collective && h.count == s.count && h.wire == wire &&
+                        h.root == out.root && h.sender == s.from;
+      if (!same)
+        t.fail(t.describe(s.from) + " sent " + describe_call(CollectiveKind(h.collective), h.seq, h.count, h.wire) +
+                   " while this rank runs " + describe_call(s.kind, seq, s.count, wire) +
+                   "; every rank must call the same collectives in the same order",
+               false);
+      const size_t want = s.expected_bytes(received);
+      if (h.item != received || (want != SIZE_MAX && payload.size() != want))
+        t.fail("protocol error: " + t.describe(s.from) + " sent chunk " + std::to_string(h.item) + " of " +
+                   std::to_string(payload.size()) + " bytes where chunk " + std::to_string(received) +
+                   " was due; use the same ringtrain build and --chunk-bytes on every rank",
+               false);
+      s.absorb(received, payload.data(), payload.size());
+      ++received;
+      progress = true;
+    }
+    t.tick();
+    const auto now = Clock::now();
+    if (progress) {
+      last_progress = now;
+    } else {
+      if (t.options().stall_timeout_s > 0 && now - last_progress > stall)
+        t.fail(std::string(collective_name(s.kind)) + " #" + std::to_string(seq) + " made no progress for " +
+                   std::to_string(static_cast<int>(t.options().stall_timeout_s)) + " s waiting for " +
+                   t.describe(s.from) + ", which is alive but did not send; every rank must call the same collectives",
+               false);
+      // A full send queue frees up without notice (a ROUTER's POLLOUT is not per peer), so
+      // nap briefly then; otherwise sleep until data or control traffic arrives.
+      t.wait(s.from, received < s.recv_items, blocked ? 1 : 100);
+    }
+  }
+}
+
+}  // namespace rt::net

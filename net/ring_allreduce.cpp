@@ -1,0 +1,96 @@
+// The bandwidth-optimal ring all-reduce, and its two halves on their own.
+//
+// The buffer is cut into `world` segments (segment s is what rank s owns after the
+// reduce-scatter) and each segment into chunks of `chunk_bytes`. With N ranks, rank r runs
+// 2(N-1) steps; in each it sends one segment to rank r+1 and receives one from rank r-1:
+//
+//   reduce-scatter, step g = 0..N-2:  send segment r-1-g, receive segment r-2-g and add it
+//                                      into ours; after the last step segment r is complete
+//   all-gather,     step g = N-1..2N-3 (t = g-N+1): send segment r-t, receive segment
+//                                      r-1-t and store it
+//
+// What arrives at step g is exactly what leaves at step g+1, so chunk c of step g+1 can be
+// sent as soon as chunk c of step g has been received and reduced: sending, receiving
+// and reducing overlap chunk by chunk (the pipeline, pipeline.cpp). Each rank sends and
+// receives 2(N-1)/N of the buffer, the minimum for an all-reduce.
+//
+// With bf16 on the wire, sums stay float32 in the buffer; only the messages are rounded.
+// The owner rounds its finished segment before sending it in the all-gather, so every
+// rank ends with the same bits.
+#include <algorithm>
+#include <cstring>
+
+#include "bf16.hpp"
+#include "pipeline.hpp"
+#include "ring.hpp"
+
+namespace rt::net {
+
+void ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data, size_t n, ReduceOp op, Wire wire) {
+  const int N = t.world(), r = t.rank();
+  if (N == 1) return;  // a sum or average over one rank is the input
+  const bool bf16 = wire == Wire::Bf16;
+  const size_t elem_bytes = bf16 ? 2 : 4;
+  const size_t chunk_elems = std::max<size_t>(1, t.options().chunk_bytes / 4);
+  const size_t largest_segment = (n + N - 1) / N;
+  const size_t C = std::max<size_t>(1, (largest_segment + chunk_elems - 1) / chunk_elems);  // chunks per step
+
+  auto mod = [N](long s) { return static_cast<int>(((s % N) + N) % N); };
+  auto send_segment = [&](long g) { return g < N - 1 ? mod(r - 1 - g) : mod(r - (g - N + 1)); };
+  auto recv_segment = [&](long g) { return send_segment(g + 1); };
+  // Elements [begin, end) of chunk c of a segment (empty past the segment's end).
+  auto chunk = [&](int segment, size_t c) {
+    ShardRange s = shard_range(n, N, segment);
+    size_t b = std::min(s.end, s.begin + c * chunk_elems);
+    return ShardRange{b, std::min(s.end, b + chunk_elems)};
+  };
+
+  const long first_step = phases == RingPhases::AllGather ? N - 1 : 0;
+  const long end_step = phases == RingPhases::ReduceScatter ? N - 1 : 2 * (N - 1);
+  const size_t items = static_cast<size_t>(end_step - first_step) * C;
+  auto step_of = [&](size_t i) { return first_step + static_cast<long>(i / C); };
+
+  if (phases == RingPhases::AllGather && bf16) {
+    ShardRange own = shard_range(n, N, r);
+    round_bf16_inplace(data + own.begin, own.size());
+  }
+
+  Stream s;
+  s.kind = phases == RingPhases::Both            ? CollectiveKind::AllReduce
+           : phases == RingPhases::ReduceScatter ? CollectiveKind::ReduceScatter
+                                                 : CollectiveKind::AllGather;
+  s.count = n;
+  s.wire = wire;
+  s.to = mod(r + 1);
+  s.from = mod(r - 1);
+  s.send_items = s.recv_items = items;
+  s.lead = C;
+
+  s.encode = [&](size_t i, zmq::message_t& out) {
+    ShardRange c = chunk(send_segment(step_of(i)), i % C);
+    out.rebuild(c.size() * elem_bytes);
+    if (bf16) encode_bf16(data + c.begin, static_cast<uint16_t*>(out.data()), c.size());
+    else if (c.size()) std::memcpy(out.data(), data + c.begin, c.size() * 4);
+  };
+  s.expected_bytes = [&](size_t i) { return chunk(recv_segment(step_of(i)), i % C).size() * elem_bytes; };
+  s.absorb = [&](size_t i, const void* payload, size_t) {
+    const long g = step_of(i);
+    ShardRange c = chunk(recv_segment(g), i % C);
+    float* dst = data + c.begin;
+    if (g < N - 1) {  // reduce-scatter: add the partial sum of the ranks before us
+      if (bf16) add_bf16(dst, static_cast<const uint16_t*>(payload), c.size());
+      else add_f32(dst, static_cast<const float*>(payload), c.size());
+      if (g == N - 2) {  // this chunk of our own segment is now complete
+        if (op == ReduceOp::Avg)
+          for (size_t k = 0; k < c.size(); ++k) dst[k] /= static_cast<float>(N);
+        if (bf16 && phases == RingPhases::Both) round_bf16_inplace(dst, c.size());
+      }
+    } else {  // all-gather: store the finished chunk
+      if (bf16) decode_bf16(static_cast<const uint16_t*>(payload), dst, c.size());
+      else if (c.size()) std::memcpy(dst, payload, c.size() * 4);
+    }
+  };
+  run_stream(t, seq, s);
+}
+
+}  // namespace rt::net

@@ -1,0 +1,497 @@
+// Transport: see transport.hpp for the socket layout and the threading rule.
+#include "transport.hpp"
+
+#include <netdb.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <random>
+
+#include "handshake.hpp"
+#include "port_holder.hpp"
+
+namespace rt::net {
+namespace {
+
+constexpr int kDataHighWaterMark = 8;  // chunks queued per direction: bounds memory in flight
+constexpr int64_t kMaxControlBytes = 1 << 20;
+
+std::string fmt_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The numeric address to bind for `host` (ZeroMQ binds interfaces and literals, not names).
+std::string numeric_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res)
+    throw UsageError("cannot resolve host '" + host + "' of this rank's --peers entry; use an IP address or a name this host resolves");
+  char buf[NI_MAXHOST];
+  int rc = getnameinfo(res->ai_addr, res->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST);
+  bool v6 = res->ai_family == AF_INET6;
+  freeaddrinfo(res);
+  if (rc != 0) throw UsageError("cannot resolve host '" + host + "' of this rank's --peers entry");
+  std::string s = buf;
+  return v6 ? "[" + s + "]" : s;
+}
+
+void set_common_options(zmq::socket_t& s) {
+  s.set(zmq::sockopt::linger, 0);  // never wait for a dead peer on close
+  s.set(zmq::sockopt::ipv6, 1);
+}
+
+bool send_frame(zmq::socket_t& s, const void* data, size_t size, int flags) {
+  zmq::message_t m(data, size);
+  return zmq_msg_send(m.handle(), s.handle(), flags) >= 0;
+}
+
+}  // namespace
+
+Transport::Transport(CommOptions options) : opt_(std::move(options)), ctx_(1) {
+  const int n = world();
+  if (n < 1) throw UsageError("--peers is empty; list HOST:PORT of every rank in rank order");
+  if (opt_.rank < 0 || opt_.rank >= n)
+    throw UsageError("--rank " + std::to_string(opt_.rank) + " is outside --peers, which lists " + std::to_string(n) +
+                     " ranks; use a rank from 0 to " + std::to_string(n - 1));
+  if (opt_.peer_timeout_s <= 0 || opt_.connect_timeout_s <= 0)
+    throw UsageError("connect and peer timeouts must be positive");
+  if (opt_.chunk_bytes < 4) throw UsageError("chunk bytes must be at least 4");
+  job_hash_ = fnv1a(opt_.job_id);
+  handler_ = opt_.service_handler;
+  hello_text_ = encode_hello({opt_.job_id, n, opt_.rank, opt_.config_text});
+  heartbeat_every_ = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(std::clamp(opt_.peer_timeout_s / 6, 0.02, 1.0)));
+  identity_of_rank_.resize(n);
+  last_seen_.assign(n, Clock::now());
+  departed_at_.assign(n, Clock::time_point{});
+  heard_.assign(n, false);
+  acked_.assign(n, false);
+  heard_[opt_.rank] = acked_[opt_.rank] = true;
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw RuntimeError("eventfd failed; cannot create the communicator");
+
+  try {
+    bind_router();
+    connect_dealers();
+    handshake();
+  } catch (...) {
+    close_sockets(false);
+    throw;
+  }
+  background_ = std::thread([this] { background_loop(); });
+}
+
+Transport::~Transport() {
+  stop_ = true;
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  want_cv_.notify_all();
+  if (background_.joinable()) background_.join();
+  close_sockets(!failed_);
+}
+
+void Transport::close_sockets(bool clean) {
+  if (router_) {
+    for (int p = 0; p < world(); ++p) {
+      if (p == rank() || !dealers_[p]) continue;
+      if (clean) {
+        send_control(p, MsgKind::Goodbye, "");
+      } else {
+        send_control(p, MsgKind::Failing, failure());
+      }
+      // Clean: give queued data and the goodbye a bounded time to leave. Failing: a short
+      // chance for the notice, never a hang on a dead peer.
+      dealers_[p].set(zmq::sockopt::linger, clean ? 2000 : 100);
+    }
+    router_.set(zmq::sockopt::linger, clean ? 2000 : 0);
+  }
+  for (auto& d : dealers_)
+    if (d) d.close();
+  if (router_) router_.close();
+  ctx_.close();
+  if (wake_fd_ >= 0) close(wake_fd_);
+  wake_fd_ = -1;
+}
+
+std::string Transport::describe(int r) const {
+  return "rank " + std::to_string(r) + " (" + opt_.peers[r].text() + ")";
+}
+
+void Transport::bind_router() {
+  router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
+  set_common_options(router_);
+  router_.set(zmq::sockopt::router_mandatory, 1);  // a full or missing peer is an error, not a silent drop
+  router_.set(zmq::sockopt::sndhwm, kDataHighWaterMark);
+  router_.set(zmq::sockopt::maxmsgsize, kMaxControlBytes);
+  const PeerAddress& me = opt_.peers[rank()];
+  std::string endpoint = "tcp://" + numeric_host(me.host) + ":" + std::to_string(me.port);
+  if (zmq_bind(router_.handle(), endpoint.c_str()) != 0) {
+    int err = zmq_errno();
+    std::string port = std::to_string(me.port);
+    if (err == EADDRINUSE) {
+      std::string holder = describe_port_holder(me.port);
+      throw RuntimeError("port " + port + " (" + me.text() + ", rank " + std::to_string(rank()) + ") is already in use" +
+                         (holder.empty() ? "" : " by " + holder) +
+                         "; stop that process or give this rank another port in --peers");
+    }
+    if (err == EADDRNOTAVAIL)
+      throw UsageError("cannot bind " + me.text() + ": that address is not on this host; rank " +
+                       std::to_string(rank()) + "'s --peers entry must be an address of the host it runs on");
+    if (err == EACCES)
+      throw RuntimeError("binding port " + port + " needs privileges; use a port above 1023 in --peers");
+    throw RuntimeError("cannot bind " + me.text() + ": " + zmq_strerror(err));
+  }
+}
+
+void Transport::connect_dealers() {
+  std::random_device rd;
+  std::string identity = "rank" + std::to_string(rank()) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  dealers_.resize(world());
+  for (int p = 0; p < world(); ++p) {
+    if (p == rank()) continue;
+    auto& d = dealers_[p];
+    d = zmq::socket_t(ctx_, zmq::socket_type::dealer);
+    set_common_options(d);
+    d.set(zmq::sockopt::routing_id, identity);
+    d.set(zmq::sockopt::rcvhwm, kDataHighWaterMark);
+    d.set(zmq::sockopt::reconnect_ivl, 100);
+    d.set(zmq::sockopt::reconnect_ivl_max, 1000);
+    try {
+      d.connect(opt_.peers[p].endpoint());
+    } catch (const zmq::error_t& e) {
+      throw UsageError("cannot use " + describe(p) + " as a peer address: " + e.what());
+    }
+    send_control(p, MsgKind::Hello, hello_text_);
+  }
+}
+
+void Transport::send_control(int to, MsgKind kind, const std::string& text) {
+  Header h;
+  h.kind = kind;
+  h.sender = static_cast<uint16_t>(rank());
+  h.job = job_hash_;
+  h.seq = seq_;
+  if (send_frame(dealers_[to], &h, sizeof h, ZMQ_SNDMORE | ZMQ_DONTWAIT))
+    send_frame(dealers_[to], text.data(), text.size(), ZMQ_DONTWAIT);
+}
+
+void Transport::reply(const std::string& identity, MsgKind kind, const std::string& text) {
+  Header h;
+  h.kind = kind;
+  h.sender = static_cast<uint16_t>(rank());
+  h.job = job_hash_;
+  if (send_frame(router_, identity.data(), identity.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT) &&
+      send_frame(router_, &h, sizeof h, ZMQ_SNDMORE | ZMQ_DONTWAIT))
+    send_frame(router_, text.data(), text.size(), ZMQ_DONTWAIT);
+}
+
+void Transport::handshake() {
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(opt_.connect_timeout_s));
+  Clock::time_point error_at{};
+  auto all = [](const std::vector<bool>& v) { return std::all_of(v.begin(), v.end(), [](bool b) { return b; }); };
+  while (true) {
+    const auto now = Clock::now();
+    if (all(heard_) && all(acked_)) break;
+    // On a mismatch, stay a little so that every rank gets our hello and reports it too.
+    if (!handshake_error_.empty() && (all(acked_) || now - error_at > std::chrono::seconds(2))) break;
+    if (now > deadline) break;
+    std::vector<zmq_pollitem_t> items{{router_.handle(), 0, ZMQ_POLLIN, 0}};
+    std::vector<int> ranks{-1};
+    for (int p = 0; p < world(); ++p)
+      if (!acked_[p]) {
+        items.push_back({dealers_[p].handle(), 0, ZMQ_POLLIN, 0});
+        ranks.push_back(p);
+      }
+    if (zmq_poll(items.data(), static_cast<int>(items.size()), 100) < 0 && zmq_errno() != EINTR)
+      throw RuntimeError(std::string("poll failed during the handshake: ") + zmq_strerror(zmq_errno()));
+    bool had_error = !handshake_error_.empty();
+    serve_router();
+    for (size_t i = 1; i < items.size(); ++i) {
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      int p = ranks[i];
+      Header h;
+      zmq::message_t head, body;
+      if (zmq_msg_recv(head.handle(), dealers_[p].handle(), ZMQ_DONTWAIT) < 0) continue;
+      if (head.more()) (void)zmq_msg_recv(body.handle(), dealers_[p].handle(), ZMQ_DONTWAIT);
+      if (!decode_header(head.data(), head.size(), h) || h.kind != MsgKind::HelloOk) continue;
+      acked_[p] = true;
+      std::string refusal = body.to_string();
+      if (!refusal.empty() && handshake_error_.empty())
+        handshake_error_ = describe(p) + " refused this rank: " + refusal;
+    }
+    if (!had_error && !handshake_error_.empty()) error_at = Clock::now();
+  }
+  if (!handshake_error_.empty()) throw UsageError(handshake_error_);
+  if (!(all(heard_) && all(acked_))) {
+    std::string missing, ports;
+    int count = 0;
+    for (int p = 0; p < world(); ++p)
+      if (!heard_[p] || !acked_[p]) {
+        missing += (count++ ? ", " : "") + describe(p);
+      }
+    throw RuntimeError(std::string(count > 1 ? "ranks " : "") + missing + (count > 1 ? " never" : " never") +
+                       " joined within " + fmt_seconds(opt_.connect_timeout_s) +
+                       "; start every rank with the same --peers, and check that the listed addresses are right "
+                       "and that firewalls let TCP through to the listed ports");
+  }
+  handshake_done_ = true;
+  const auto now = Clock::now();
+  std::fill(last_seen_.begin(), last_seen_.end(), now);
+  next_heartbeat_ = now;
+  next_tick_ = now;
+}
+
+void Transport::handle_hello(const std::string& identity, const std::string& text) {
+  auto hello = decode_hello(text);
+  if (!hello) {
+    reply(identity, MsgKind::HelloOk, "not a ringtrain handshake of this version; use the same ringtrain build on every host");
+    return;
+  }
+  Hello mine{opt_.job_id, world(), rank(), opt_.config_text};
+  std::string reason;
+  int r = hello->rank;
+  std::string addr = r >= 0 && r < world() ? opt_.peers[r].text() : "?";
+  if (hello->job_id == opt_.job_id && hello->world == world() && (r < 0 || r >= world() || r == rank())) {
+    reason = "a process claims rank " + std::to_string(r) + ", which is " +
+             (r == rank() ? "this rank's own" : "outside --peers") + "; give every process a different --rank";
+  } else {
+    reason = compare_hello(mine, *hello, addr);
+  }
+  if (reason.empty() && !identity_of_rank_[r].empty() && identity_of_rank_[r] != identity)
+    reason = "two processes claim rank " + std::to_string(r) + " (" + addr +
+             "); give every process a different --rank, and stop leftovers of earlier runs";
+  if (reason.empty() && handshake_done_)
+    reason = "the job is already running with every rank present; stop it before starting rank " + std::to_string(r) + " again";
+  if (reason.empty()) {
+    identity_of_rank_[r] = identity;
+    rank_of_identity_[identity] = r;
+    heard_[r] = true;
+    last_seen_[r] = Clock::now();
+  } else if (!handshake_done_ && handshake_error_.empty()) {
+    handshake_error_ = reason;
+  }
+  reply(identity, MsgKind::HelloOk, reason);
+}
+
+void Transport::serve_router() {
+  for (int budget = 0; budget < 256; ++budget) {
+    zmq::message_t id, head, body;
+    if (zmq_msg_recv(id.handle(), router_.handle(), ZMQ_DONTWAIT) < 0) return;
+    bool has_head = id.more() && zmq_msg_recv(head.handle(), router_.handle(), ZMQ_DONTWAIT) >= 0;
+    bool has_body = has_head && head.more() && zmq_msg_recv(body.handle(), router_.handle(), ZMQ_DONTWAIT) >= 0;
+    while (body.more()) {  // ignore extra frames of a malformed message
+      zmq::message_t extra;
+      if (zmq_msg_recv(extra.handle(), router_.handle(), ZMQ_DONTWAIT) < 0 || !extra.more()) break;
+    }
+    Header h;
+    if (!has_head || !decode_header(head.data(), head.size(), h)) continue;
+    std::string identity = id.to_string();
+    std::string text = has_body ? body.to_string() : "";
+    if (h.kind == MsgKind::Request) {
+      ServiceHandler handler;
+      {
+        std::lock_guard lk(handler_mu_);
+        handler = handler_;
+      }
+      std::string answer;
+      try {
+        answer = handler ? handler(text) : "error: this job has no service handler";
+      } catch (const std::exception& e) {
+        answer = std::string("error: ") + e.what();
+      }
+      reply(identity, MsgKind::Reply, answer);
+      continue;
+    }
+    if (h.job != job_hash_) continue;  // another job's stray message
+    if (h.kind == MsgKind::Hello) {
+      handle_hello(identity, text);
+      continue;
+    }
+    auto it = rank_of_identity_.find(identity);
+    if (it == rank_of_identity_.end() || it->second != h.sender) continue;
+    const int p = it->second;
+    last_seen_[p] = Clock::now();
+    if (h.kind == MsgKind::Goodbye) {
+      departed_at_[p] = Clock::now();
+    } else if (h.kind == MsgKind::Failing) {
+      record_failure(FailKind::PeerLost, describe(p) + " failed: " + (text.empty() ? "unknown error" : text));
+    }
+  }
+}
+
+void Transport::housekeeping(bool in_collective) {
+  const auto now = Clock::now();
+  if (now >= next_heartbeat_) {
+    for (int p = 0; p < world(); ++p)
+      if (p != rank() && departed_at_[p] == Clock::time_point{}) send_control(p, MsgKind::Heartbeat, "");
+    next_heartbeat_ = now + heartbeat_every_;
+  }
+  const auto timeout = std::chrono::duration<double>(opt_.peer_timeout_s);
+  for (int p = 0; p < world(); ++p) {
+    if (p == rank()) continue;
+    if (departed_at_[p] != Clock::time_point{}) {
+      // A rank that left cleanly is only an error if we still wait for it; give its last
+      // data (sent before its goodbye, on another connection) time to arrive.
+      if (in_collective && now - departed_at_[p] > std::chrono::seconds(2))
+        record_failure(FailKind::PeerLost, describe(p) + " left the job while this rank still needed it; every rank must call the same collectives");
+      continue;
+    }
+    if (now - last_seen_[p] > timeout)
+      record_failure(FailKind::PeerLost, "lost " + describe(p) + ": nothing heard from it for " +
+                                             fmt_seconds(seconds(now - last_seen_[p])) +
+                                             " (process died, host down or network cut)");
+  }
+}
+
+void Transport::record_failure(FailKind kind, const std::string& message) {
+  std::lock_guard lk(fail_mu_);
+  if (failed_) return;
+  fail_kind_ = kind;
+  failure_ = message;
+  failed_ = true;
+}
+
+void Transport::throw_failure() {
+  FailKind kind;
+  std::string message;
+  {
+    std::lock_guard lk(fail_mu_);
+    kind = fail_kind_;
+    message = failure_;
+  }
+  if (kind == FailKind::PeerLost) throw PeerLost(message);
+  if (kind == FailKind::Aborted) throw Aborted(message);
+  throw RuntimeError(message);
+}
+
+void Transport::fail(const std::string& message, bool peer_lost) {
+  record_failure(peer_lost ? FailKind::PeerLost : FailKind::Other, message);
+  throw_failure();
+}
+
+void Transport::check_healthy() {
+  if (failed_) throw_failure();
+}
+
+std::string Transport::failure() const {
+  std::lock_guard lk(fail_mu_);
+  return failure_;
+}
+
+void Transport::abort(const std::string& reason) {
+  record_failure(FailKind::Aborted, reason);
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
+void Transport::set_service_handler(ServiceHandler h) {
+  std::lock_guard lk(handler_mu_);
+  handler_ = std::move(h);
+}
+
+bool Transport::try_send(int to, const Header& h, zmq::message_t& payload) {
+  const std::string& id = identity_of_rank_[to];
+  if (zmq_send(router_.handle(), id.data(), id.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+    int err = zmq_errno();
+    if (err == EAGAIN || err == EINTR) return false;
+    if (err == EHOSTUNREACH)
+      fail("lost " + describe(to) + ": its connection closed (process died or was stopped)", true);
+    fail("sending to " + describe(to) + " failed: " + zmq_strerror(err), false);
+  }
+  // After the routing frame was accepted, the rest of the message is accepted too.
+  zmq_send(router_.handle(), &h, sizeof h, ZMQ_SNDMORE);
+  zmq_msg_send(payload.handle(), router_.handle(), 0);
+  return true;
+}
+
+bool Transport::try_recv(int from, Header& h, zmq::message_t& payload) {
+  zmq::message_t head;
+  while (true) {
+    if (zmq_msg_recv(head.handle(), dealers_[from].handle(), ZMQ_DONTWAIT) < 0) return false;
+    last_seen_[from] = Clock::now();
+    bool more = head.more();
+    if (more && zmq_msg_recv(payload.handle(), dealers_[from].handle(), ZMQ_DONTWAIT) < 0) return false;
+    if (decode_header(head.data(), head.size(), h) && h.kind == MsgKind::Data && h.job == job_hash_) return true;
+    // A late handshake reply or a stray message: not data, skip it.
+  }
+}
+
+void Transport::poll_for(zmq::socket_t* dealer, int timeout_ms) {
+  zmq_pollitem_t items[3] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}, {}};
+  int n = 2;
+  if (dealer) items[n++] = {dealer->handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq_poll(items, n, timeout_ms) < 0 && zmq_errno() != EINTR)
+    record_failure(FailKind::Other, std::string("poll failed: ") + zmq_strerror(zmq_errno()));
+  if (items[1].revents & ZMQ_POLLIN) {
+    uint64_t v;
+    (void)!read(wake_fd_, &v, sizeof v);
+  }
+}
+
+void Transport::wait(int from, bool want_recv, int timeout_ms) {
+  auto until_heartbeat = std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat_ - Clock::now()).count();
+  int ms = static_cast<int>(std::clamp<long long>(until_heartbeat, 0, timeout_ms));
+  poll_for(want_recv ? &dealers_[from] : nullptr, ms);
+  next_tick_ = Clock::time_point{};
+  tick();
+}
+
+void Transport::tick() {
+  const auto now = Clock::now();
+  if (now >= next_tick_) {
+    serve_router();
+    housekeeping(true);
+    next_tick_ = now + std::chrono::milliseconds(5);
+  }
+  if (failed_) throw_failure();
+}
+
+void Transport::background_loop() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals belong to the application's threads
+  while (!stop_) {
+    {
+      std::unique_lock lk(sock_mu_);
+      while (!stop_ && want_ == 0) {
+        auto until = std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat_ - Clock::now()).count();
+        poll_for(nullptr, static_cast<int>(std::clamp<long long>(until, 0, 200)));
+        if (want_ != 0 || stop_) break;
+        serve_router();
+        housekeeping(false);
+      }
+    }
+    std::unique_lock lk(want_mu_);
+    want_cv_.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop_ || want_ == 0; });
+  }
+}
+
+Transport::Hold::Hold(Transport& t) : t_(t) {
+  t_.want_.fetch_add(1);
+  uint64_t one = 1;
+  (void)!write(t_.wake_fd_, &one, sizeof one);
+  t_.sock_mu_.lock();
+}
+
+Transport::Hold::~Hold() {
+  t_.sock_mu_.unlock();
+  {
+    std::lock_guard lk(t_.want_mu_);
+    t_.want_.fetch_sub(1);
+  }
+  t_.want_cv_.notify_all();
+}
+
+}  // namespace rt::net

@@ -1,0 +1,140 @@
+// Transport: sockets, handshake, heartbeats, service requests and failure state. It knows
+// nothing about collectives beyond moving headed messages between ring neighbours.
+//
+// Sockets, all on the one listed port per rank:
+//   - one ROUTER bound to this rank's port. It receives control traffic (hello, heartbeat,
+//     goodbye, service requests) and SENDS data to the other ranks' dealers;
+//   - one DEALER per other rank, connected to that rank's port. It sends our control
+//     traffic to that rank and RECEIVES the data that rank sends us.
+// So data and control never share a queue: the background thread can drain control
+// between collectives without ever touching data, and data is flow-controlled by the
+// ZeroMQ high-water marks (bounded memory in flight) instead of piling up somewhere.
+//
+// The sockets are used by one thread at a time: the background thread while no collective
+// runs, the collective's thread (via Hold) while one does. Hold wakes the background
+// thread through an eventfd and takes the socket mutex from it.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "ringtrain/net/communicator.hpp"
+#include "wire_format.hpp"
+
+namespace rt::net {
+
+using Clock = std::chrono::steady_clock;
+
+class Transport {
+ public:
+  explicit Transport(CommOptions options);
+  ~Transport();
+
+  int rank() const { return opt_.rank; }
+  int world() const { return static_cast<int>(opt_.peers.size()); }
+  const CommOptions& options() const { return opt_; }
+  uint64_t job_hash() const { return job_hash_; }
+  // "rank 2 (10.0.0.3:29500)"
+  std::string describe(int rank) const;
+
+  // Exclusive use of the sockets for one collective.
+  class Hold {
+   public:
+    explicit Hold(Transport& t);
+    ~Hold();
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    Transport& t_;
+  };
+
+  // --- the following only while holding ---
+  // The sequence number of a new collective (the same on every rank).
+  uint64_t begin_collective() { return ++seq_; }
+  // Throws the recorded failure, if any.
+  void check_healthy();
+  // Sends header + payload to rank `to`. False when its queue is full (try again later);
+  // the payload is consumed only on success. Throws PeerLost if `to` is gone.
+  bool try_send(int to, const Header& h, zmq::message_t& payload);
+  // Takes the next message rank `from` sent us, if there is one.
+  bool try_recv(int from, Header& h, zmq::message_t& payload);
+  // Sleeps until data from `from` arrives (when want_recv), control traffic arrives, or
+  // timeout_ms passes; then does tick(). Throws on failure or abort.
+  void wait(int from, bool want_recv, int timeout_ms);
+  // Cheap; call often. Every few ms: answers control traffic, sends due heartbeats,
+  // checks peers' liveness. Throws on failure or abort.
+  void tick();
+  // Records the first failure (later ones are ignored) and throws it.
+  [[noreturn]] void fail(const std::string& message, bool peer_lost);
+
+  // --- any thread ---
+  void set_service_handler(ServiceHandler h);
+  void abort(const std::string& reason);
+  std::string failure() const;
+
+ private:
+  enum class FailKind { None, PeerLost, Aborted, Other };
+
+  void bind_router();
+  void connect_dealers();
+  void handshake();
+  void background_loop();
+  // Poll router (+ one dealer) + wake fd for up to timeout_ms.
+  void poll_for(zmq::socket_t* dealer, int timeout_ms);
+  // Drains the router: heartbeats, goodbyes, service requests, late hellos.
+  void serve_router();
+  void handle_hello(const std::string& identity, const std::string& text);
+  void reply(const std::string& identity, MsgKind kind, const std::string& text);
+  void send_control(int to, MsgKind kind, const std::string& text);
+  // Heartbeats when due, liveness of every peer.
+  void housekeeping(bool in_collective);
+  void record_failure(FailKind kind, const std::string& message);
+  [[noreturn]] void throw_failure();
+  void close_sockets(bool clean);
+
+  CommOptions opt_;
+  uint64_t job_hash_;
+  uint64_t seq_ = 0;
+  std::string hello_text_;
+
+  zmq::context_t ctx_;
+  zmq::socket_t router_;
+  std::vector<zmq::socket_t> dealers_;  // index = rank; empty socket at our own rank
+  int wake_fd_ = -1;
+
+  // Peer state, guarded by sock_mu_ (only the holder of the sockets touches it).
+  std::unordered_map<std::string, int> rank_of_identity_;
+  std::vector<std::string> identity_of_rank_;
+  std::vector<Clock::time_point> last_seen_;
+  std::vector<Clock::time_point> departed_at_;  // time_point{} while present
+  std::vector<bool> heard_, acked_;
+  bool handshake_done_ = false;
+  std::string handshake_error_;
+  Clock::time_point next_heartbeat_, next_tick_;
+  Clock::duration heartbeat_every_;
+
+  std::mutex handler_mu_;
+  ServiceHandler handler_;
+
+  mutable std::mutex fail_mu_;
+  std::atomic<bool> failed_{false};
+  FailKind fail_kind_ = FailKind::None;
+  std::string failure_;
+
+  std::mutex sock_mu_;
+  std::atomic<int> want_{0};
+  std::mutex want_mu_;
+  std::condition_variable want_cv_;
+  std::atomic<bool> stop_{false};
+  std::thread background_;
+};
+
+}  // namespace rt::net

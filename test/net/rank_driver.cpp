@@ -1,0 +1,220 @@
+// One rank of a test job: `net_rank_driver --rank R --peers LIST --scenario NAME [options]`.
+// The tests in this folder start several of these as real processes on loopback (or in
+// network namespaces) and check their exit codes and messages. Exit 0 when every check of
+// the scenario passed, 1 on a runtime failure or a wrong result, 2 on bad usage or a
+// handshake mismatch: the same codes as `ringtrain`.
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ringtrain/net/communicator.hpp"
+
+using namespace rt::net;
+
+namespace {
+
+struct Args {
+  int rank = 0;
+  std::string peers, scenario = "exact", job = "test-job", config = "depth=4\n";
+  double connect_timeout = 30, peer_timeout = 10;
+  size_t chunk_bytes = 256 << 10;
+  size_t big_floats = 16u << 20;  // 64 MB
+};
+
+[[noreturn]] void wrong(const std::string& what) { throw rt::RuntimeError("wrong result: " + what); }
+
+// Integer-valued input, different on every rank, call and element: sums are exact.
+float value(int rank, size_t i, int salt) {
+  return static_cast<float>(static_cast<int>((i * 2654435761u + static_cast<size_t>(rank) * 97 + salt * 13) % 17) - 8);
+}
+
+float expected_sum(int world, size_t i, int salt) {
+  float s = 0;
+  for (int r = 0; r < world; ++r) s += value(r, i, salt);
+  return s;
+}
+
+void fill(std::vector<float>& v, int rank, int salt) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = value(rank, i, salt);
+}
+
+void check_all_reduce(Communicator& c, size_t n, ReduceOp op, Wire wire, int salt) {
+  std::vector<float> v(n);
+  fill(v, c.rank(), salt);
+  c.all_reduce(v.data(), n, op, wire);
+  for (size_t i = 0; i < n; ++i) {
+    float want = expected_sum(c.world(), i, salt);
+    if (op == ReduceOp::Avg) want /= static_cast<float>(c.world());
+    if (v[i] != want)
+      wrong("all_reduce n=" + std::to_string(n) + " element " + std::to_string(i) + " is " + std::to_string(v[i]) +
+            ", want " + std::to_string(want));
+  }
+}
+
+void check_reduce_scatter(Communicator& c, size_t n, int salt) {
+  std::vector<float> v(n);
+  fill(v, c.rank(), salt);
+  c.reduce_scatter(v.data(), n, ReduceOp::Sum, Wire::F32);
+  ShardRange own = shard_range(n, c.world(), c.rank());
+  for (size_t i = own.begin; i < own.end; ++i)
+    if (v[i] != expected_sum(c.world(), i, salt)) wrong("reduce_scatter n=" + std::to_string(n) + " element " + std::to_string(i));
+}
+
+void check_all_gather(Communicator& c, size_t n, Wire wire, int salt) {
+  std::vector<float> v(n, -1000.0f);
+  ShardRange own = shard_range(n, c.world(), c.rank());
+  for (size_t i = own.begin; i < own.end; ++i) v[i] = value(0, i, salt);
+  c.all_gather(v.data(), n, wire);
+  for (size_t i = 0; i < n; ++i)
+    if (v[i] != value(0, i, salt)) wrong("all_gather n=" + std::to_string(n) + " element " + std::to_string(i));
+}
+
+void check_broadcast(Communicator& c, size_t n, int root, int salt) {
+  std::vector<float> v(n, -1000.0f);
+  if (c.rank() == root) fill(v, root, salt);
+  c.broadcast(v.data(), n, root, Wire::F32);
+  for (size_t i = 0; i < n; ++i)
+    if (v[i] != value(root, i, salt)) wrong("broadcast n=" + std::to_string(n) + " root " + std::to_string(root));
+}
+
+void check_gather_bytes(Communicator& c, int salt) {
+  std::string mine = "rank " + std::to_string(c.rank()) + " salt " + std::to_string(salt) + std::string(c.rank() * 3, 'x');
+  auto all = c.all_gather_bytes(mine);
+  for (int r = 0; r < c.world(); ++r)
+    if (all[r] != "rank " + std::to_string(r) + " salt " + std::to_string(salt) + std::string(r * 3, 'x'))
+      wrong("all_gather_bytes piece of rank " + std::to_string(r) + " is '" + all[r] + "'");
+}
+
+// Sizes 0, 1, 7, 1000, 1,000,003 and 64 MB of floats; every collective type; then many
+// mixed collectives back to back.
+void scenario_exact(Communicator& c, const Args& a) {
+  int salt = 0;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{1000003}, a.big_floats})
+    check_all_reduce(c, n, ReduceOp::Sum, Wire::F32, ++salt);
+  for (size_t n : {size_t{0}, size_t{7}, size_t{1000003}}) {
+    check_all_reduce(c, n, ReduceOp::Avg, Wire::F32, ++salt);
+    check_all_reduce(c, n, ReduceOp::Sum, Wire::Bf16, ++salt);  // small integers are exact in bf16
+    check_reduce_scatter(c, n, ++salt);
+    check_all_gather(c, n, Wire::F32, ++salt);
+    check_all_gather(c, n, Wire::Bf16, ++salt);
+    for (int root = 0; root < c.world(); ++root) check_broadcast(c, n, root, ++salt);
+  }
+  for (int k = 0; k < 200; ++k) {  // back to back, mixed types and sizes
+    size_t n = static_cast<size_t>((k * 7919) % 5000);
+    switch (k % 6) {
+      case 0: check_all_reduce(c, n, ReduceOp::Sum, Wire::F32, ++salt); break;
+      case 1: check_reduce_scatter(c, n, ++salt); break;
+      case 2: check_all_gather(c, n, Wire::F32, ++salt); break;
+      case 3: check_broadcast(c, n, k % c.world(), ++salt); break;
+      case 4: c.barrier(); break;
+      case 5: check_gather_bytes(c, ++salt); break;
+    }
+  }
+  std::printf("rank %d: exact ok after %d checks\n", c.rank(), salt);
+}
+
+// bf16 on the wire: every partial sum is rounded once per hop (relative error 2^-9 each),
+// so |result - exact| <= (world) * 2^-8 * sum |x_r|, and every rank holds the same bits.
+void scenario_bf16(Communicator& c, const Args&) {
+  for (size_t n : {size_t{1}, size_t{1000}, size_t{1000003}}) {
+    std::vector<float> v(n);
+    std::vector<double> exact(n, 0.0), magnitude(n, 0.0);
+    auto x = [](int r, size_t i) { return static_cast<float>(std::sin(0.37 * i + 1.3 * r) * (1 + r)); };
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = x(c.rank(), i);
+      for (int r = 0; r < c.world(); ++r) exact[i] += x(r, i), magnitude[i] += std::fabs(x(r, i));
+    }
+    c.all_reduce(v.data(), n, ReduceOp::Sum, Wire::Bf16);
+    double worst = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double bound = c.world() * std::ldexp(1.0, -8) * magnitude[i] + 1e-30;
+      worst = std::max(worst, std::fabs(v[i] - exact[i]) / bound);
+      if (std::fabs(v[i] - exact[i]) > bound)
+        wrong("bf16 all_reduce n=" + std::to_string(n) + " element " + std::to_string(i) + " off by " +
+              std::to_string(v[i] - exact[i]) + ", bound " + std::to_string(bound));
+    }
+    // Identical bits on every rank.
+    std::string digest(reinterpret_cast<const char*>(v.data()), std::min<size_t>(n, 4096) * 4);
+    auto all = c.all_gather_bytes(digest);
+    for (int r = 0; r < c.world(); ++r)
+      if (all[r] != digest) wrong("bf16 all_reduce results differ between rank " + std::to_string(c.rank()) + " and rank " + std::to_string(r));
+    std::printf("rank %d: bf16 n=%zu worst error %.3f of the bound\n", c.rank(), n, worst);
+  }
+}
+
+// Large all-reduces in a loop, until a peer is lost (the SIGKILL test).
+void scenario_loop(Communicator& c, const Args& a) {
+  std::vector<float> v(a.big_floats, 1.0f);
+  for (int k = 0; k < 100000; ++k) {
+    c.all_reduce(v.data(), v.size(), ReduceOp::Avg, Wire::F32);
+    if (k == 0) std::printf("rank %d: looping\n", c.rank()), std::fflush(stdout);
+  }
+}
+
+// Answers service requests until one says "quit".
+void scenario_serve(Communicator& c, const Args&) {
+  std::atomic<bool> quit{false};
+  int r = c.rank();
+  c.set_service_handler([&quit, r](const std::string& text) {
+    if (text == "quit") quit = true;
+    return "rank " + std::to_string(r) + " got '" + text + "'";
+  });
+  c.barrier();
+  std::printf("rank %d: serving\n", r), std::fflush(stdout);
+  for (int k = 0; k < 1200 && !quit; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (!quit) wrong("no quit request came");
+  c.barrier();
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--rank") a.rank = std::stoi(v);
+    else if (k == "--peers") a.peers = v;
+    else if (k == "--scenario") a.scenario = v;
+    else if (k == "--job") a.job = v;
+    else if (k == "--config") a.config = v;
+    else if (k == "--connect-timeout") a.connect_timeout = std::stod(v);
+    else if (k == "--peer-timeout") a.peer_timeout = std::stod(v);
+    else if (k == "--chunk-bytes") a.chunk_bytes = std::stoul(v);
+    else if (k == "--big-floats") a.big_floats = std::stoul(v);
+    else throw rt::UsageError("unknown option " + k);
+  }
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Args a = parse(argc, argv);
+    CommOptions o;
+    o.rank = a.rank;
+    o.peers = parse_peers(a.peers);
+    o.job_id = a.job;
+    o.config_text = a.config;
+    o.connect_timeout_s = a.connect_timeout;
+    o.peer_timeout_s = a.peer_timeout;
+    o.chunk_bytes = a.chunk_bytes;
+    Communicator c(o);
+    if (a.scenario == "exact") scenario_exact(c, a);
+    else if (a.scenario == "bf16") scenario_bf16(c, a);
+    else if (a.scenario == "loop") scenario_loop(c, a);
+    else if (a.scenario == "serve") scenario_serve(c, a);
+    else if (a.scenario == "hello") c.barrier();
+    else throw rt::UsageError("unknown scenario " + a.scenario);
+    return 0;
+  } catch (const rt::UsageError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -39,16 +39,20 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int64_t kLockRows = 64;  // dq rows guarded by one lock in backward
 
-// exp(x) for x <= 0, written so that the compiler vectorises it inside `omp simd` loops
-// (libm's expf is a scalar call). exp(x) = 2^n * exp(r), n = round(x / ln2),
-// r = x - n ln2 in [-ln2/2, ln2/2], exp(r) by its Taylor series to r^7 (relative error
-// about 1e-8, below float rounding). Below -87.3 the result would be subnormal: return 0,
-// which is also what -inf (a masked score) must give.
-#pragma omp declare simd
+// exp(x) for x <= 0 (and slightly above), written so that GCC vectorises it inside
+// `omp simd` loops without -ffast-math: libm's expf is a scalar call, and float compares,
+// std::floor and std::max all stop the vectoriser here. exp(x) = 2^n exp(r) with
+// n = round(x / ln2) (by truncating conversion, x <= 0), r = x - n ln2 in [-ln2/2, ln2/2],
+// exp(r) by its Taylor series to r^7: relative error about 1e-7, float rounding.
+// x is first clamped to >= -88 with an unsigned compare of its bits (for negative floats
+// the bit pattern grows with the magnitude); there n = -127 makes 2^n exactly 0, so tiny
+// results, very negative scores and -inf all give 0.
 inline float exp_nonpositive(float x) {
-  const float xc = std::max(x, -87.3f);
-  const float n = std::floor(xc * 1.44269504f + 0.5f);
-  const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;  // ln2 split hi + lo
+  const uint32_t bits = std::bit_cast<uint32_t>(x), floor_bits = std::bit_cast<uint32_t>(-88.0f);
+  const float xc = std::bit_cast<float>(bits < floor_bits ? bits : floor_bits);
+  const int32_t n = static_cast<int32_t>(xc * 1.44269504f - 0.5f);
+  const float nf = static_cast<float>(n);
+  const float r = (xc - nf * 0.693145752f) - nf * 1.42860677e-6f;  // ln2 split hi + lo
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
@@ -57,8 +61,7 @@ inline float exp_nonpositive(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return x < -87.3f ? 0.0f : p * two_n;
+  return p * std::bit_cast<float>((n + 127) << 23);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -136,11 +139,13 @@ void SlidingWindowAttention::forward(const float* q, const float* k, const float
   const int64_t n_tiles = ceil_div(T, tile);
   const float scale = im.scale;
 
-  // Late query tiles see the most keys under full causal attention: hand them out first.
+  // Consecutive items are neighbouring query tiles of one head, so the keys and values they
+  // share are still in cache; within a head the late tiles (most keys under full causal
+  // attention) go first.
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t item = 0; item < n_tiles * B * H; ++item) {
-    const int64_t qt = n_tiles - 1 - item / (B * H);
-    const int64_t b = (item % (B * H)) / H, h = item % H, kvh = h / group;
+    const int64_t qt = n_tiles - 1 - item % n_tiles;
+    const int64_t b = item / n_tiles / H, h = item / n_tiles % H, kvh = h / group;
     const int64_t t0 = qt * tile, nq = std::min(tile, T - t0);
     const float* qp = q + (b * T + t0) * ldq + h * D;
     const float* kb = k + b * T * ldk + kvh * D;
@@ -168,7 +173,7 @@ void SlidingWindowAttention::forward(const float* q, const float* k, const float
         if (a >= e) continue;  // nothing visible in this chunk: m, l and y unchanged
         float mc = kNegInf;
 #pragma omp simd reduction(max : mc)
-        for (int64_t j = a; j < e; ++j) mc = std::max(mc, row[j]);
+        for (int64_t j = a; j < e; ++j) mc = row[j] > mc ? row[j] : mc;  // std::max won't vectorise
         const float m_new = std::max(m[i], mc);
         const float corr = m[i] == kNegInf ? 0.0f : exp_nonpositive(m[i] - m_new);
         float sum = 0.0f;
@@ -228,11 +233,12 @@ void SlidingWindowAttention::backward(const float* q, const float* k, const floa
     std::fill(dq + bt * ldq, dq + (bt + 1) * ldq, 0.0f);
   }
 
-  // Early key tiles are seen by the most queries under full causal attention: first.
+  // Consecutive items are neighbouring key tiles of one kv head (shared queries stay in
+  // cache); within a head the early tiles (most queries under full causal attention) go first.
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t item = 0; item < n_tiles * B * KV; ++item) {
-    const int64_t kt = item / (B * KV);
-    const int64_t b = (item % (B * KV)) / KV, kvh = item % KV;
+    const int64_t kt = item % n_tiles;
+    const int64_t b = item / n_tiles / KV, kvh = item / n_tiles % KV;
     const int64_t j0 = kt * tile, nk = std::min(tile, T - j0);
     const float* kp = k + (b * T + j0) * ldk + kvh * D;
     const float* vp = v + (b * T + j0) * ldk + kvh * D;

@@ -1,7 +1,91 @@
-// Placeholder until this subcommand is written.
+// `ringtrain data prepare`: flags to rt::data::PrepareOptions; the work is in src/data.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+
 #include "ringtrain/cli/commands.hpp"
+#include "ringtrain/data/prepare.hpp"
 #include "ringtrain/errors.hpp"
 
 namespace rt::cli {
-int cmd_data(int, char**) { throw RuntimeError("'data' is not implemented yet"); }
+
+int cmd_data(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "prepare") != 0) {
+    if (argc >= 2 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
+      std::printf("usage: ringtrain data prepare --input PATH... --out DIR [--vocab V] ...\n");
+      return 0;
+    }
+    throw UsageError("data needs a subcommand: 'ringtrain data prepare --input PATH... --out DIR'");
+  }
+  std::string name = std::string(argv[0]) + " prepare";
+  cxxopts::Options options(name, "Train the BPE tokenizer (or reuse one) and tokenize text into train/val shards.");
+  options.add_options()
+      ("input", "text files, directories (*.txt, *.rst, *.md, *.jsonl, recursively) or .jsonl files",
+       cxxopts::value<std::vector<std::string>>())
+      ("out", "output directory", cxxopts::value<std::string>())
+      ("vocab", "vocabulary size (256 bytes + merges + 9 special tokens), <= 65536",
+       cxxopts::value<uint32_t>()->default_value("32768"))
+      ("tokenizer", "reuse this tokenizer.tiktoken instead of training one", cxxopts::value<std::string>())
+      ("val-fraction", "share of documents for the val split", cxxopts::value<double>()->default_value("0.02"))
+      ("max-chars", "bytes of train text used to train the tokenizer (0 = all)",
+       cxxopts::value<uint64_t>()->default_value("0"))
+      ("threads", "threads for regex splitting and encoding", cxxopts::value<int>()->default_value("1"))
+      ("seed", "seed of the train/val assignment", cxxopts::value<uint64_t>()->default_value("1"))
+      ("quiet", "no progress on stderr")
+      ("h,help", "show this help");
+  // cxxopts takes one value per --input; accept "--input a b c" by gathering the words
+  // that follow --input up to the next flag.
+  std::vector<std::string> args = {name};
+  std::vector<std::string> inputs;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--input") {
+      while (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) inputs.push_back(argv[++i]);
+      continue;
+    }
+    if (a.rfind("--input=", 0) == 0) {
+      inputs.push_back(a.substr(8));
+      continue;
+    }
+    args.push_back(a);
+  }
+  std::vector<char*> cargv;
+  for (auto& a : args) cargv.push_back(a.data());
+  cxxopts::ParseResult r;
+  try {
+    r = options.parse(int(cargv.size()), cargv.data());
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string(e.what()) + "; see 'ringtrain data prepare --help'");
+  }
+  if (r.count("help")) {
+    std::printf("%s\n", options.help().c_str());
+    return 0;
+  }
+  if (!r.unmatched().empty()) throw UsageError("unexpected argument '" + r.unmatched()[0] + "'; see --help");
+  data::PrepareOptions opt;
+  opt.inputs = inputs;
+  if (!r.count("out")) throw UsageError("--out DIR is required");
+  opt.out_dir = r["out"].as<std::string>();
+  opt.vocab = r["vocab"].as<uint32_t>();
+  if (r.count("tokenizer")) {
+    opt.tokenizer = r["tokenizer"].as<std::string>();
+    if (r.count("vocab")) throw UsageError("--vocab and --tokenizer exclude each other: the tokenizer file fixes the vocabulary");
+  }
+  opt.val_fraction = r["val-fraction"].as<double>();
+  opt.max_chars = r["max-chars"].as<uint64_t>();
+  opt.threads = r["threads"].as<int>();
+  opt.seed = r["seed"].as<uint64_t>();
+  opt.quiet = r.count("quiet") > 0;
+  auto res = data::prepare_data(opt);
+  std::printf("{\"vocab_size\": %u, \"train_docs\": %llu, \"val_docs\": %llu, \"train_tokens\": %llu, "
+              "\"val_tokens\": %llu, \"bytes\": %llu, \"tokenizer_s\": %.2f, \"encode_s\": %.2f, \"total_s\": %.2f}\n",
+              res.vocab, (unsigned long long)res.train_docs, (unsigned long long)res.val_docs,
+              (unsigned long long)res.train_tokens, (unsigned long long)res.val_tokens,
+              (unsigned long long)res.bytes, res.train_tokenizer_s, res.encode_s, res.total_s);
+  return 0;
+}
+
 }  // namespace rt::cli

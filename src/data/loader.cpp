@@ -1,0 +1,225 @@
+// BOS-aligned best-fit packing over a rank's share of a shard (see loader.hpp).
+#include "ringtrain/data/loader.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "ringtrain/errors.hpp"
+
+namespace rt::data {
+
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+constexpr char kStateMagic[8] = {'R', 'T', 'L', 'O', 'A', 'D', 'S', '1'};
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <class T>
+T take(const std::string& in, size_t& pos) {
+  if (pos + sizeof(T) > in.size()) throw UsageError("loader state is truncated; the checkpoint is corrupt");
+  T v;
+  std::memcpy(&v, in.data() + pos, sizeof v);
+  pos += sizeof v;
+  return v;
+}
+
+}  // namespace
+
+std::string LoaderState::to_bytes() const {
+  std::string out(kStateMagic, 8);
+  put(out, rank), put(out, world), put(out, seq_len);
+  put(out, seed), put(out, num_docs), put(out, epoch), put(out, cursor), put(out, piece), put(out, rows);
+  put(out, uint64_t(buffer.size()));
+  for (auto [doc, piece_index] : buffer) put(out, doc), put(out, piece_index);
+  return out;
+}
+
+LoaderState LoaderState::from_bytes(const std::string& bytes) {
+  if (bytes.size() < 8 || std::memcmp(bytes.data(), kStateMagic, 8) != 0)
+    throw UsageError("loader state has a bad magic; the checkpoint is corrupt or from another version");
+  LoaderState s;
+  size_t pos = 8;
+  s.rank = take<uint32_t>(bytes, pos), s.world = take<uint32_t>(bytes, pos), s.seq_len = take<uint32_t>(bytes, pos);
+  s.seed = take<uint64_t>(bytes, pos), s.num_docs = take<uint64_t>(bytes, pos), s.epoch = take<uint64_t>(bytes, pos);
+  s.cursor = take<uint64_t>(bytes, pos), s.piece = take<uint32_t>(bytes, pos), s.rows = take<uint64_t>(bytes, pos);
+  uint64_t n = take<uint64_t>(bytes, pos);
+  if (n > bytes.size()) throw UsageError("loader state is corrupt (buffer size)");
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t doc = take<uint64_t>(bytes, pos);
+    uint32_t p = take<uint32_t>(bytes, pos);
+    s.buffer.emplace_back(doc, p);
+  }
+  if (pos != bytes.size()) throw UsageError("loader state has trailing bytes; the checkpoint is corrupt");
+  return s;
+}
+
+PackingLoader::PackingLoader(std::shared_ptr<const Shard> shard, const LoaderOptions& opt)
+    : shard_(std::move(shard)), opt_(opt) {
+  if (opt_.world == 0 || opt_.rank >= opt_.world)
+    throw UsageError("rank " + std::to_string(opt_.rank) + " is not below the world size " + std::to_string(opt_.world));
+  if (opt_.seq_len < 1) throw UsageError("sequence length must be >= 1");
+  if (opt_.buffer_docs < 1) throw UsageError("the packing buffer needs at least one document");
+  for (uint64_t d = opt_.rank; d < shard_->num_docs(); d += opt_.world) docs_.push_back(d);
+  if (docs_.empty())
+    throw UsageError("the shard has " + std::to_string(shard_->num_docs()) + " documents, none for rank " +
+                     std::to_string(opt_.rank) + " of " + std::to_string(opt_.world) + "; use more data or fewer ranks");
+  start_epoch(0);
+}
+
+void PackingLoader::start_epoch(uint64_t epoch) {
+  epoch_ = epoch;
+  cursor_ = 0;
+  pending_piece_ = 0;
+  order_ = docs_;
+  if (!opt_.shuffle) return;
+  uint64_t state = opt_.seed * 0x100000001B3ull ^ (epoch << 20) ^ opt_.rank;
+  splitmix64(state);
+  for (size_t i = order_.size(); i > 1; --i) {  // Fisher-Yates
+    size_t j = splitmix64(state) % i;
+    std::swap(order_[i - 1], order_[j]);
+  }
+}
+
+uint32_t PackingLoader::piece_count(uint64_t doc) const {
+  uint64_t len = shard_->doc_length(doc), row = uint64_t(opt_.seq_len) + 1;
+  if (!opt_.split_long_docs || len <= row) return 1;
+  return uint32_t(1 + (len - row + opt_.seq_len - 1) / opt_.seq_len);
+}
+
+uint32_t PackingLoader::piece_length(const Piece& p) const {
+  uint64_t len = shard_->doc_length(p.doc), row = uint64_t(opt_.seq_len) + 1;
+  if (!opt_.split_long_docs || len <= row) return uint32_t(len);
+  if (p.index == 0) return uint32_t(row);
+  uint64_t rest = len - row - uint64_t(p.index - 1) * opt_.seq_len;
+  return uint32_t(1 + std::min<uint64_t>(rest, opt_.seq_len));
+}
+
+void PackingLoader::copy_piece(const Piece& p, uint32_t n, int32_t* dst) const {
+  const uint16_t* src = shard_->doc_tokens(p.doc);
+  if (p.index == 0) {
+    for (uint32_t i = 0; i < n; ++i) dst[i] = src[i];
+    return;
+  }
+  // A continuation piece: <|bos|>, then the tokens after the previous pieces.
+  dst[0] = src[0];
+  const uint16_t* from = src + (uint64_t(opt_.seq_len) + 1) + uint64_t(p.index - 1) * opt_.seq_len;
+  for (uint32_t i = 1; i < n; ++i) dst[i] = from[i - 1];
+}
+
+bool PackingLoader::refill() {
+  while (buffer_.size() < opt_.buffer_docs) {
+    if (cursor_ == order_.size()) {
+      if (single_pass_) return !buffer_.empty();
+      start_epoch(epoch_ + 1);
+    }
+    uint64_t doc = order_[cursor_];
+    buffer_.push_back({doc, pending_piece_});
+    if (++pending_piece_ == piece_count(doc)) ++cursor_, pending_piece_ = 0;
+  }
+  return true;
+}
+
+bool PackingLoader::next_row(std::vector<int32_t>& row) {
+  const uint32_t cap = opt_.seq_len + 1;
+  row.resize(cap);
+  uint32_t pos = 0;
+  while (pos < cap) {
+    if (!refill()) return false;  // single pass: the last partial row is dropped
+    const uint32_t room = cap - pos;
+    // Longest piece that fits whole; ties go to the one buffered first.
+    size_t best = SIZE_MAX, shortest = 0;
+    uint32_t best_len = 0, shortest_len = UINT32_MAX;
+    for (size_t i = 0; i < buffer_.size(); ++i) {
+      uint32_t len = piece_length(buffer_[i]);
+      if (len <= room && (best == SIZE_MAX || len > best_len)) best = i, best_len = len;
+      if (len < shortest_len) shortest = i, shortest_len = len;
+    }
+    if (best != SIZE_MAX) {
+      copy_piece(buffer_[best], best_len, row.data() + pos);
+      pos += best_len;
+      buffer_.erase(buffer_.begin() + best);
+    } else {  // nothing fits: crop the shortest to fill the row exactly
+      copy_piece(buffer_[shortest], room, row.data() + pos);
+      cropped_ += shortest_len - room;
+      pos += room;
+      buffer_.erase(buffer_.begin() + shortest);
+    }
+  }
+  ++rows_;
+  return true;
+}
+
+size_t PackingLoader::next_batch(size_t B, int32_t* inputs, int32_t* targets) {
+  const size_t T = opt_.seq_len;
+  std::vector<int32_t> row;
+  for (size_t b = 0; b < B; ++b) {
+    if (!next_row(row)) return b;
+    std::memcpy(inputs + b * T, row.data(), T * sizeof(int32_t));
+    std::memcpy(targets + b * T, row.data() + 1, T * sizeof(int32_t));
+  }
+  return B;
+}
+
+LoaderState PackingLoader::state() const {
+  LoaderState s;
+  s.rank = opt_.rank, s.world = opt_.world, s.seq_len = opt_.seq_len;
+  s.seed = opt_.seed, s.num_docs = shard_->num_docs();
+  s.epoch = epoch_, s.cursor = cursor_, s.piece = pending_piece_, s.rows = rows_;
+  for (const auto& p : buffer_) s.buffer.emplace_back(p.doc, p.index);
+  return s;
+}
+
+void PackingLoader::restore(const LoaderState& s) {
+  if (s.rank != opt_.rank || s.world != opt_.world || s.seq_len != opt_.seq_len || s.seed != opt_.seed ||
+      s.num_docs != shard_->num_docs())
+    throw UsageError("the saved data loader state does not match this run (rank " + std::to_string(s.rank) + "/" +
+                     std::to_string(s.world) + ", T " + std::to_string(s.seq_len) + ", seed " + std::to_string(s.seed) +
+                     ", " + std::to_string(s.num_docs) + " docs); resume with the same data, seed, T and ranks");
+  start_epoch(s.epoch);
+  if (s.cursor > order_.size() || (s.cursor < order_.size() && s.piece >= piece_count(order_[s.cursor])))
+    throw UsageError("the saved data loader position is out of range; the checkpoint does not match the data");
+  cursor_ = s.cursor, pending_piece_ = s.piece, rows_ = s.rows;
+  buffer_.clear();
+  for (auto [doc, index] : s.buffer) {
+    if (doc >= shard_->num_docs() || doc % opt_.world != opt_.rank || index >= piece_count(doc))
+      throw UsageError("the saved data loader buffer names a document this rank does not own; the checkpoint does not match the data");
+    buffer_.push_back({doc, index});
+  }
+}
+
+std::vector<std::vector<int32_t>> val_rows(std::shared_ptr<const Shard> val, uint32_t rank, uint32_t world,
+                                           uint32_t seq_len, size_t max_rows) {
+  LoaderOptions opt;
+  opt.rank = rank, opt.world = world, opt.seq_len = seq_len, opt.shuffle = false;
+  PackingLoader loader(std::move(val), opt);
+  loader.set_single_pass(true);
+  std::vector<std::vector<int32_t>> rows;
+  std::vector<int32_t> row;
+  while (rows.size() < max_rows && loader.next_row(row)) rows.push_back(row);
+  return rows;
+}
+
+void BpbSums::add(const float* losses, const int32_t* targets, size_t n, const std::vector<int32_t>& token_bytes) {
+  for (size_t i = 0; i < n; ++i) {
+    int32_t t = targets[i];
+    if (t < 0) continue;  // ignored position
+    if (size_t(t) >= token_bytes.size())
+      throw UsageError("target id " + std::to_string(t) + " is outside token_bytes (" +
+                       std::to_string(token_bytes.size()) + " ids); the data and token_bytes.bin do not match");
+    ++tokens;
+    if (token_bytes[t] > 0) nats += losses[i], bytes += token_bytes[t];
+  }
+}
+
+double BpbSums::bpb() const { return bytes > 0 ? nats / (std::log(2.0) * bytes) : 0.0; }
+
+}  // namespace rt::data

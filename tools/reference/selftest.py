@@ -3,6 +3,7 @@
 
 Run: /usr/bin/python3 tools/reference/selftest.py   (about a minute on one core)
 """
+import json
 import math
 import os
 import subprocess
@@ -264,12 +265,47 @@ def test_cli_roundtrip():
         check("cli optim", ok, err)
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ddp_matches_accumulation():
+    """2 ranks x 1 micro-batch (Gloo all-reduce) must train like 1 rank x 2 micro-batches on the same rows."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "tokens.bin")
+        np.random.default_rng(8).integers(0, 128, 4000).astype("<u2").tofile(data)
+        common = ["--depth", "2", "--device-batch", "2", "--seq-len", "16", "--vocab", "128", "--steps", "3",
+                  "--threads", "1", "--data", data, "--total-batch", "64", "--timeout", "60"]
+        script = os.path.join(HERE, "nanochat_ref.py")
+
+        def launch(rank, world, port):
+            return subprocess.Popen([sys.executable, script, "train-ddp", "--rank", str(rank), "--world-size",
+                                     str(world), "--master-port", str(port), *common],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        port = free_port()
+        procs = [launch(r, 2, port) for r in (0, 1)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        single = launch(0, 1, free_port()).communicate(timeout=120)
+        ok = all(p.returncode == 0 for p in procs)
+        try:
+            two = [json.loads(line)["loss"] for line in outs[0][0].splitlines()]
+            one = [json.loads(line)["loss"] for line in single[0].splitlines()]
+            ok = ok and len(two) == len(one) == 3 and max(abs(a - b) for a, b in zip(two, one)) < 1e-5 \
+                and abs(two[2] - two[0]) > 1e-4
+        except (ValueError, KeyError):
+            ok, two, one = False, outs[0][1][-300:], single[1][-300:]
+        check("train-ddp on 2 ranks equals 1 rank with 2 accumulation steps", ok, f"{two} vs {one}")
+
+
 def main():
     torch.set_num_threads(1)
     t0 = time.time()
     for test in (test_d8_counts, test_schedules, test_ops_gradcheck, test_attention_and_rotary_semantics,
                  test_causality, test_model_gradcheck, test_optimizer_properties, test_cli_roundtrip,
-                 test_d8_init_loss):
+                 test_ddp_matches_accumulation, test_d8_init_loss):
         try:
             test()
         except Exception as e:  # a crash is a failure of that check, not of the whole run

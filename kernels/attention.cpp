@@ -14,6 +14,8 @@
 //   dS = P (dP - delta) with delta = rowsum(dY * Y); dK += scale dS^T Q; and
 //   dQ += scale dS K, which other items also add to: it is computed into scratch and added
 //   to dq under a lock per block of 64 query rows (the add is tiny next to the products).
+//   With more than one thread the order of those adds varies, so dq can differ from run to
+//   run in the last bits; y, lse, dk and dv are always bitwise reproducible.
 // No T x T matrix exists anywhere; per thread the scratch is a few max_chunk x tile panels.
 // Matrix products go through rt::kernels::gemm (one cached oneDNN primitive per shape);
 // a gemm inside the OpenMP region runs single-threaded, which is what each tile wants.
@@ -133,7 +135,7 @@ void SlidingWindowAttention::forward(const float* q, const float* k, const float
   Impl& im = *impl_;
   im.ensure_scratch();
   const int64_t B = im.s.B, T = im.s.T, H = im.s.H, KV = im.s.KV, D = im.s.D;
-  const int64_t W = im.s.window, group = H / KV;
+  const int64_t W = std::min(im.s.window, T), group = H / KV;  // window >= T: full causal
   const int64_t ldq = H * D, ldk = KV * D;  // row strides of the [B,T,heads,D] layouts
   const int64_t tile = im.tiling.q_tile, chunk = im.tiling.max_chunk;
   const int64_t n_tiles = ceil_div(T, tile);
@@ -210,7 +212,7 @@ void SlidingWindowAttention::backward(const float* q, const float* k, const floa
   Impl& im = *impl_;
   im.ensure_scratch();
   const int64_t B = im.s.B, T = im.s.T, H = im.s.H, KV = im.s.KV, D = im.s.D;
-  const int64_t W = im.s.window, group = H / KV;
+  const int64_t W = std::min(im.s.window, T), group = H / KV;  // window >= T: full causal
   const int64_t ldq = H * D, ldk = KV * D;
   const int64_t tile = im.tiling.k_tile, chunk = im.tiling.max_chunk;
   const int64_t n_tiles = ceil_div(T, tile);

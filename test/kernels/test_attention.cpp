@@ -164,6 +164,7 @@ std::vector<Case> cases() {
     out.push_back({{1, 130, 4, 1, 32, 50}, t});
     out.push_back({{2, 130, 2, 2, 16, 129}, t});
   }
+  out.push_back({{1, 37, 2, 2, 16, int64_t(1) << 50}, dflt});  // huge window: no overflow
   out.push_back({{1, 200, 2, 1, 128, 64}, dflt});
   out.push_back({{1, 300, 2, 2, 128, 300}, dflt});
   return out;

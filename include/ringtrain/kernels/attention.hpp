@@ -46,6 +46,7 @@ class SlidingWindowAttention {
   void forward(const float* q, const float* k, const float* v, float* y, float* lse);
 
   // Overwrites dq, dk, dv (dk/dv sum over the query heads that share a kv head).
+  // With several OpenMP threads dq is summed in a varying order (last-bit differences).
   void backward(const float* q, const float* k, const float* v, const float* y,
                 const float* lse, const float* dy, float* dq, float* dk, float* dv);
 

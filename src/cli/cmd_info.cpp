@@ -1,7 +1,87 @@
-// Placeholder until this subcommand is written.
+// `ringtrain info`: parameter counts by group, FLOPs per token and attention windows of a
+// config, computed from the layout alone (nothing is allocated).
+#include <cstdio>
+#include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
+
 #include "ringtrain/cli/commands.hpp"
 #include "ringtrain/errors.hpp"
+#include "ringtrain/model/config.hpp"
+#include "ringtrain/model/layout.hpp"
 
 namespace rt::cli {
-int cmd_info(int, char**) { throw RuntimeError("'info' is not implemented yet"); }
+
+namespace {
+const char* kInfoExample =
+    "example:\n"
+    "  ringtrain info --depth 8 --json\n"
+    "  ringtrain info --depth 12 --seq-len 2048 --window-pattern SSSL\n";
+}
+
+int cmd_info(int argc, char** argv) {
+  cxxopts::Options opts(argv[0], "Parameter counts, FLOPs per token and attention windows of a model config.");
+  opts.add_options()
+      ("depth", "model depth N (dN: n_embd 64N, head_dim 128)", cxxopts::value<int64_t>()->default_value("8"))
+      ("seq-len", "sequence length T", cxxopts::value<int64_t>()->default_value("1024"))
+      ("vocab", "vocabulary size V", cxxopts::value<int64_t>()->default_value("32768"))
+      ("head-dim", "head dimension D (n_head = n_embd / D)", cxxopts::value<int64_t>())
+      ("n-kv-head", "key/value heads (GQA), a divisor of n_head", cxxopts::value<int64_t>())
+      ("window-pattern", "S/L letters tiled over layers, last layer L", cxxopts::value<std::string>()->default_value("SSSL"))
+      ("json", "print one JSON object")
+      ("h,help", "show this help");
+  cxxopts::ParseResult r;
+  try {
+    r = opts.parse(argc, argv);
+    if (!r.unmatched().empty())
+      throw UsageError("unexpected argument '" + r.unmatched()[0] + "'; see 'ringtrain info --help'");
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string(e.what()) + "; see 'ringtrain info --help'");
+  }
+  if (r.count("help")) {
+    std::printf("%s\n%s", opts.help().c_str(), kInfoExample);
+    return 0;
+  }
+  auto cfg = model::ModelConfig::from_depth(r["depth"].as<int64_t>(), r["seq-len"].as<int64_t>(),
+                                            r["vocab"].as<int64_t>());
+  if (r.count("head-dim")) {
+    cfg.head_dim = r["head-dim"].as<int64_t>();
+    if (cfg.head_dim < 1) throw UsageError("--head-dim must be positive");
+    cfg.n_head = cfg.n_embd / cfg.head_dim;
+    cfg.n_kv_head = cfg.n_head;
+  }
+  if (r.count("n-kv-head")) cfg.n_kv_head = r["n-kv-head"].as<int64_t>();
+  cfg.window_pattern = r["window-pattern"].as<std::string>();
+  cfg.validate();
+
+  const auto counts = model::count_params(cfg);
+  const int64_t flops = model::flops_per_token(cfg);
+  const auto windows = cfg.windows();
+  if (r.count("json")) {
+    nlohmann::ordered_json j;
+    j["params_total"] = counts.total;
+    nlohmann::ordered_json groups;
+    for (int g = 0; g < model::kNumParamGroups; ++g)
+      groups[model::group_name(model::ParamGroup(g))] = counts.by_group[g];
+    j["params"] = groups;
+    j["flops_per_token"] = flops;
+    j["windows"] = windows;
+    j["config"] = nlohmann::json::parse(cfg.to_json());
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("config   d%lld: n_layer %lld, n_embd %lld, n_head %lld, n_kv_head %lld, head_dim %lld, vocab %lld, seq_len %lld\n",
+              (long long)cfg.n_layer, (long long)cfg.n_layer, (long long)cfg.n_embd, (long long)cfg.n_head,
+              (long long)cfg.n_kv_head, (long long)cfg.head_dim, (long long)cfg.vocab_size,
+              (long long)cfg.sequence_len);
+  std::printf("%-22s %15s\n", "parameters", "count");
+  for (int g = 0; g < model::kNumParamGroups; ++g)
+    std::printf("  %-20s %15lld\n", model::group_name(model::ParamGroup(g)), (long long)counts.by_group[g]);
+  std::printf("  %-20s %15lld\n", "total", (long long)counts.total);
+  std::printf("%-22s %15lld\n", "flops per token", (long long)flops);
+  std::printf("windows  ");
+  for (size_t i = 0; i < windows.size(); ++i) std::printf("%s%lld", i ? " " : "", (long long)windows[i]);
+  std::printf("\n");
+  return 0;
+}
+
 }  // namespace rt::cli

@@ -1,0 +1,21 @@
+// Crash-safe file writes: write to a temporary name in the same directory, fsync it,
+// rename over the target, fsync the directory. Readers see the old file or the new one,
+// never a torn one.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace rt::io {
+
+// Writes `size` bytes. Throws rt::RuntimeError naming the path on any failure.
+void write_file_atomic(const std::string& path, const void* data, size_t size);
+
+// The same for content produced in pieces: `produce` is called with a write function.
+using ByteSink = std::function<void(const void* data, size_t size)>;
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce);
+
+// Reads a whole file; throws rt::UsageError if it cannot be opened.
+std::string read_file(const std::string& path);
+
+}  // namespace rt::io

@@ -1,0 +1,147 @@
+// safetensors reader and writer (f32, f64, i32, i64).
+#include "ringtrain/io/safetensors.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "ringtrain/errors.hpp"
+#include "ringtrain/io/atomic_file.hpp"
+
+namespace rt::io {
+
+size_t dtype_size(DType t) { return (t == DType::F32 || t == DType::I32) ? 4 : 8; }
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F64: return "F64";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+  }
+  return "?";
+}
+
+namespace {
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool parse_dtype(const std::string& s, DType& t) {
+  if (s == "F32") t = DType::F32;
+  else if (s == "F64") t = DType::F64;
+  else if (s == "I32") t = DType::I32;
+  else if (s == "I64") t = DType::I64;
+  else return false;
+  return true;
+}
+
+}  // namespace
+
+void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  // nlohmann::ordered_json keeps the tensors in the order given.
+  nlohmann::ordered_json header;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    const uint64_t bytes = uint64_t(numel_of(t.shape)) * dtype_size(t.dtype);
+    header[t.name] = {{"dtype", dtype_name(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string h = header.dump();
+  while ((h.size() + 8) % 8 != 0) h.push_back(' ');  // align the data to 8 bytes
+  const uint64_t hlen = h.size();
+  write_file_atomic(path, [&](const ByteSink& sink) {
+    unsigned char le[8];
+    for (int i = 0; i < 8; ++i) le[i] = (hlen >> (8 * i)) & 0xff;
+    sink(le, 8);
+    sink(h.data(), h.size());
+    for (const auto& t : tensors)
+      sink(t.data, size_t(numel_of(t.shape)) * dtype_size(t.dtype));
+  });
+}
+
+int64_t Tensor::numel() const { return numel_of(shape); }
+
+namespace {
+template <typename T>
+const T* typed(const Tensor& t, DType want) {
+  if (t.dtype != want)
+    throw UsageError("tensor " + t.name + " is " + dtype_name(t.dtype) + ", expected " +
+                     dtype_name(want) + "; write it with that dtype");
+  return reinterpret_cast<const T*>(t.bytes.data());
+}
+}  // namespace
+
+const float* Tensor::f32() const { return typed<float>(*this, DType::F32); }
+const double* Tensor::f64() const { return typed<double>(*this, DType::F64); }
+const int32_t* Tensor::i32() const { return typed<int32_t>(*this, DType::I32); }
+const int64_t* Tensor::i64() const { return typed<int64_t>(*this, DType::I64); }
+
+SafetensorsFile SafetensorsFile::load(const std::string& path) {
+  const std::string raw = read_file(path);
+  auto corrupt = [&](const std::string& why) {
+    return UsageError(path + " is not a valid safetensors file (" + why + "); rewrite it");
+  };
+  if (raw.size() < 8) throw corrupt("shorter than 8 bytes");
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i) hlen |= uint64_t(static_cast<unsigned char>(raw[i])) << (8 * i);
+  if (hlen > raw.size() - 8) throw corrupt("header length past the end");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(raw.begin() + 8, raw.begin() + 8 + int64_t(hlen));
+  } catch (const std::exception&) {
+    throw corrupt("header is not JSON");
+  }
+  if (!header.is_object()) throw corrupt("header is not an object");
+  const size_t data_start = 8 + hlen;
+  const size_t data_size = raw.size() - data_start;
+  SafetensorsFile f;
+  f.path_ = path;
+  std::vector<std::pair<uint64_t, std::string>> by_offset;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      for (auto m = it.value().begin(); m != it.value().end(); ++m)
+        f.metadata_[m.key()] = m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
+      continue;
+    }
+    const auto& e = it.value();
+    Tensor t;
+    t.name = it.key();
+    try {
+      if (!parse_dtype(e.at("dtype").get<std::string>(), t.dtype))
+        throw corrupt("tensor " + t.name + " has unsupported dtype " + e.at("dtype").get<std::string>());
+      t.shape = e.at("shape").get<std::vector<int64_t>>();
+      const auto off = e.at("data_offsets").get<std::vector<uint64_t>>();
+      if (off.size() != 2 || off[0] > off[1] || off[1] > data_size)
+        throw corrupt("tensor " + t.name + " has bad data_offsets");
+      if (off[1] - off[0] != uint64_t(t.numel()) * dtype_size(t.dtype))
+        throw corrupt("tensor " + t.name + " size does not match its shape");
+      t.bytes.assign(raw.begin() + int64_t(data_start + off[0]), raw.begin() + int64_t(data_start + off[1]));
+      by_offset.push_back({off[0], t.name});
+    } catch (const nlohmann::json::exception&) {
+      throw corrupt("tensor " + t.name + " entry is malformed");
+    }
+    f.tensors_[t.name] = std::move(t);
+  }
+  std::sort(by_offset.begin(), by_offset.end());
+  for (auto& [o, n] : by_offset) f.order_.push_back(n);
+  return f;
+}
+
+const Tensor& SafetensorsFile::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    throw UsageError(path_ + " has no tensor named " + name + "; check that it was written by a matching model");
+  return it->second;
+}
+
+std::vector<std::string> SafetensorsFile::names() const { return order_; }
+
+}  // namespace rt::io

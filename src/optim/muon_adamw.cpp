@@ -1,0 +1,123 @@
+// MuonAdamW: parameter groups, schedules and the per-step loop (see muon_adamw.hpp).
+// The math of each update lives in adamw.cpp and muon.cpp.
+#include "ringtrain/optim/muon_adamw.hpp"
+
+#include <algorithm>
+
+#include "ringtrain/errors.hpp"
+#include "ringtrain/optim/adamw.hpp"
+#include "ringtrain/optim/schedule.hpp"
+
+namespace rt::optim {
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// The AdamW group of a parameter by its nanochat name, or "" if it belongs to Muon.
+std::string adamw_group_name(const model::Param& p) {
+  const std::string& n = p.name;
+  if (n == "lm_head.weight") return "lm_head";
+  if (n == "transformer.wte.weight") return "wte";
+  if (starts_with(n, "value_embeds.")) return "value_embeds";
+  if (n == "resid_lambdas") return "resid_lambdas";
+  if (n == "x0_lambdas") return "x0_lambdas";
+  if (n == "smear_gate.weight" || n == "smear_lambda" || n == "backout_lambda") return "scalars";
+  if (starts_with(n, "transformer.h.") && p.shape.size() == 2) return "";
+  throw UsageError("parameter " + n + " fits no MuonAdamW group; only nanochat's parameters " +
+                   "are supported");
+}
+
+}  // namespace
+
+MuonAdamW::MuonAdamW(model::ParamSet& params, const MuonAdamWOptions& options)
+    : params_(params), options_(options) {
+  if (options.num_iterations <= 0)
+    throw UsageError("the optimizer needs a positive number of iterations; pass --num-iterations");
+  const double b = batch_lr_scale(options.total_batch_tokens);
+  const double d = model_dim_lr_scale(options.model_dim);
+
+  // The spec's AdamW table, in its order.
+  groups_ = {
+      {"lm_head", 0.008 * b * d, 0.8, 0.96, 0.01, {}},
+      {"wte", 0.3 * b * d, 0.8, 0.995, 0.001, {}},
+      {"value_embeds", 0.15 * b * d, 0.8, 0.995, 0.01, {}},
+      {"resid_lambdas", 0.005 * b, 0.8, 0.95, 0.05, {}},
+      {"x0_lambdas", 0.5 * b, 0.96, 0.95, 0.0, {}},
+      {"scalars", 0.2, 0.8, 0.95, 0.0, {}},
+  };
+  muon_lr_ = 0.02 * b;
+
+  auto& all = params_.all();
+  group_of_param_.assign(all.size(), -1);
+  adamw_state_.resize(all.size());
+  int64_t scaling_params = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const model::Param& p = all[i];
+    const std::string g = adamw_group_name(p);
+    if (g.empty()) {
+      muon_.push_back({int(i), p.shape[0], p.shape[1]});
+      muon_state_.push_back({std::vector<float>(size_t(p.numel), 0.0f),
+                             std::vector<float>(size_t(muon_variance_len(p.shape[0], p.shape[1])),
+                                                0.0f)});
+      scaling_params += p.numel;
+      continue;
+    }
+    if (g == "lm_head") scaling_params += p.numel;
+    auto it = std::find_if(groups_.begin(), groups_.end(),
+                           [&](const AdamWGroup& x) { return x.name == g; });
+    it->params.push_back(int(i));
+    group_of_param_[i] = int(it - groups_.begin());
+    adamw_state_[i].exp_avg.assign(size_t(p.numel), 0.0f);
+    adamw_state_[i].exp_avg_sq.assign(size_t(p.numel), 0.0f);
+  }
+  if (options_.scaling_params <= 0) options_.scaling_params = scaling_params;
+  if (options_.scaling_params_ref <= 0)
+    options_.scaling_params_ref = reference_scaling_param_count();
+  wd_scaled_ = rt::optim::weight_decay_scaled(options_.total_batch_tokens, options_.scaling_params,
+                                              options_.scaling_params_ref);
+}
+
+ScheduleValues MuonAdamW::schedule(int64_t it) const {
+  const int64_t N = options_.num_iterations;
+  return {lr_multiplier(it, N), muon_momentum(it, N), muon_weight_decay(it, N, wd_scaled_)};
+}
+
+void MuonAdamW::step(int64_t it) {
+  step_adamw(it);
+  std::vector<int> all(muon_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int(i);
+  step_muon(it, all);
+}
+
+void MuonAdamW::step_adamw(int64_t it) {
+  const double lrm = lr_multiplier(it, options_.num_iterations);
+  auto& all = params_.all();
+  for (const AdamWGroup& g : groups_) {
+    const AdamWHyper h{g.lr * lrm, g.beta1, g.beta2, 1e-10, g.weight_decay};
+    for (int i : g.params) {
+      AdamWState& s = adamw_state_[i];
+      ++s.step;
+      adamw_update(all[i].data, all[i].grad, s.exp_avg.data(), s.exp_avg_sq.data(), all[i].numel,
+                   h, s.step);
+    }
+  }
+}
+
+void MuonAdamW::step_muon(int64_t it, const std::vector<int>& matrix_indices) {
+  const ScheduleValues sv = schedule(it);
+  const MuonHyper h{muon_lr_ * sv.lr_multiplier, sv.muon_momentum, sv.muon_weight_decay, 0.9};
+  auto& all = params_.all();
+  for (int k : matrix_indices) {
+    if (k < 0 || size_t(k) >= muon_.size())
+      throw RuntimeError("step_muon: matrix index " + std::to_string(k) + " out of range 0.." +
+                         std::to_string(muon_.size()) + "; use indices of muon_matrices()");
+    const MuonMatrix& mm = muon_[k];
+    model::Param& p = all[mm.param];
+    muon_update(p.data, p.grad, muon_state_[k].momentum.data(), muon_state_[k].variance.data(),
+                mm.rows, mm.cols, h, workspace_);
+  }
+}
+
+}  // namespace rt::optim

@@ -1,13 +1,260 @@
-// Placeholder until training is written.
+// Subcommands around a training run: train, eval, sample, export, import, status, stop.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
+
 #include "ringtrain/cli/commands.hpp"
+#include "ringtrain/data/shard.hpp"
+#include "ringtrain/data/tokenizer.hpp"
 #include "ringtrain/errors.hpp"
+#include "ringtrain/io/safetensors.hpp"
+#include "ringtrain/model/layout.hpp"
+#include "ringtrain/net/communicator.hpp"
+#include "ringtrain/train/checkpoint.hpp"
+#include "ringtrain/train/evaluate.hpp"
+#include "ringtrain/train/model_io.hpp"
+#include "ringtrain/train/trainer.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
 
 namespace rt::cli {
-int cmd_train(int, char**) { throw RuntimeError("'train' is not implemented yet"); }
-int cmd_eval(int, char**) { throw RuntimeError("'eval' is not implemented yet"); }
-int cmd_sample(int, char**) { throw RuntimeError("'sample' is not implemented yet"); }
-int cmd_export(int, char**) { throw RuntimeError("'export' is not implemented yet"); }
-int cmd_import(int, char**) { throw RuntimeError("'import' is not implemented yet"); }
-int cmd_status(int, char**) { throw RuntimeError("'status' is not implemented yet"); }
-int cmd_stop(int, char**) { throw RuntimeError("'stop' is not implemented yet"); }
+namespace {
+
+// Parses with cxxopts, mapping its errors to one-line usage errors. Returns false on --help.
+bool parse(cxxopts::Options& spec, int argc, char** argv, cxxopts::ParseResult& r, const char* example) {
+  spec.add_options()("h,help", "this help");
+  try {
+    r = spec.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw UsageError(std::string(e.what()) + "; run '" + argv[0] + " --help'");
+  }
+  if (!r.unmatched().empty())
+    throw UsageError("unexpected argument '" + r.unmatched()[0] + "'; run '" + std::string(argv[0]) + " --help'");
+  if (r.count("help")) {
+    std::printf("%s\nexample:\n  %s\n", spec.help().c_str(), example);
+    return false;
+  }
+  return true;
+}
+
+template <class T>
+T need(const cxxopts::ParseResult& r, const char* name, const char* cmd) {
+  if (!r.count(name)) throw UsageError(std::string(cmd) + " needs --" + name + "; run '" + cmd + " --help'");
+  return r[name].as<T>();
+}
+
+void set_threads(int n) {
+  if (n > 0) omp_set_num_threads(n);
+}
+
+}  // namespace
+
+int cmd_train(int argc, char** argv) {
+  train::TrainOptions o;
+  if (!train::parse_train_options(argc, argv, o)) return 0;
+  return train::run_training(o);
+}
+
+int cmd_eval(int argc, char** argv) {
+  cxxopts::Options spec(argv[0], "Validation loss and bits per byte of a checkpoint.");
+  spec.add_options()("checkpoint", "a checkpoint, rank or run directory", cxxopts::value<std::string>())(
+      "data", "prepared data directory (its val.bin)", cxxopts::value<std::string>())(
+      "eval-tokens", "val tokens to evaluate", cxxopts::value<int64_t>()->default_value("65536"))(
+      "batch", "rows per forward", cxxopts::value<int64_t>()->default_value("4"))(
+      "threads", "compute threads (0: all cores)", cxxopts::value<int>()->default_value("0"))(
+      "json", "print one JSON object");
+  cxxopts::ParseResult r;
+  if (!parse(spec, argc, argv, r, "ringtrain eval --checkpoint runs/demo --data data/kdoc --json")) return 0;
+  const auto ckpt = train::resolve_checkpoint(need<std::string>(r, "checkpoint", argv[0]));
+  const auto data_dir = need<std::string>(r, "data", argv[0]);
+  set_threads(r["threads"].as<int>());
+  auto model = train::load_model_from_checkpoint(ckpt);
+  const auto val_path = (fs::path(data_dir) / "val.bin").string();
+  if (!fs::exists(val_path)) throw UsageError("--data " + data_dir + " has no val.bin; run 'ringtrain data prepare' first");
+  auto val = std::make_shared<const data::Shard>(data::read_shard(val_path));
+  const auto token_bytes = data::read_token_bytes((fs::path(data_dir) / "token_bytes.bin").string());
+  if (int64_t(val->vocab_size) != model->config().vocab_size)
+    throw UsageError("--data " + data_dir + " has vocab " + std::to_string(val->vocab_size) + " but the checkpoint's model has " +
+                     std::to_string(model->config().vocab_size) + "; evaluate on the data it was trained on");
+  const int64_t T = model->config().sequence_len, B = r["batch"].as<int64_t>();
+  model->reserve(B, T);
+  auto s = train::evaluate(*model, val, token_bytes, 0, 1, T, B, r["eval-tokens"].as<int64_t>());
+  const json out = {{"val_loss", s.val_loss()}, {"val_bpb", s.bpb.bpb()}, {"tokens", s.tokens}, {"checkpoint", ckpt}};
+  if (r.count("json")) std::printf("%s\n", out.dump().c_str());
+  else std::printf("%s: val loss %.4f, val bpb %.4f over %.0f tokens\n", ckpt.c_str(), s.val_loss(), s.bpb.bpb(), s.tokens);
+  return 0;
+}
+
+int cmd_sample(int argc, char** argv) {
+  cxxopts::Options spec(argv[0], "Generate text from a checkpoint.");
+  spec.add_options()("checkpoint", "a checkpoint, rank or run directory", cxxopts::value<std::string>())(
+      "prompt", "text to continue", cxxopts::value<std::string>()->default_value(""))(
+      "tokens", "tokens to generate", cxxopts::value<int>()->default_value("64"))(
+      "temperature", "sampling temperature (0: greedy)", cxxopts::value<float>()->default_value("0.8"))(
+      "top-k", "sample among the k most likely tokens (0: all)", cxxopts::value<int>()->default_value("50"))(
+      "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("1"))(
+      "threads", "compute threads (0: all cores)", cxxopts::value<int>()->default_value("0"));
+  cxxopts::ParseResult r;
+  if (!parse(spec, argc, argv, r, "ringtrain sample --checkpoint runs/demo --prompt 'The kernel' --tokens 80")) return 0;
+  const auto ckpt = train::resolve_checkpoint(need<std::string>(r, "checkpoint", argv[0]));
+  set_threads(r["threads"].as<int>());
+  const auto tok_path = (fs::path(ckpt) / "tokenizer.tiktoken").string();
+  if (!fs::exists(tok_path)) throw UsageError("checkpoint " + ckpt + " has no tokenizer.tiktoken; it was imported without one");
+  const auto tok = data::Tokenizer::load(tok_path);
+  auto model = train::load_model_from_checkpoint(ckpt);
+  const int64_t V = model->config().vocab_size, T = model->config().sequence_len;
+  if (int64_t(tok.vocab_size()) != V) throw UsageError("checkpoint " + ckpt + ": tokenizer and model disagree on the vocabulary");
+  std::vector<uint32_t> ids = {tok.bos_id()};
+  tok.encode_append(r["prompt"].as<std::string>(), ids);
+  const float temp = r["temperature"].as<float>();
+  const int top_k = r["top-k"].as<int>();
+  std::mt19937_64 rng(r["seed"].as<uint64_t>());
+  std::vector<float> logits(static_cast<size_t>(V));
+  std::vector<int32_t> ctx;
+  std::string text = r["prompt"].as<std::string>();
+  std::printf("%s", text.c_str());
+  std::fflush(stdout);
+  const size_t prompt_len = ids.size();
+  model->reserve(1, T);
+  for (int i = 0; i < r["tokens"].as<int>(); ++i) {
+    const size_t start = ids.size() > size_t(T) ? ids.size() - size_t(T) : 0;
+    ctx.assign(ids.begin() + int64_t(start), ids.end());
+    model->forward_last_logits(ctx.data(), 1, int64_t(ctx.size()), logits.data());
+    for (uint32_t s = tok.bos_id(); s < uint32_t(V); ++s) logits[s] = -INFINITY;  // no special tokens
+    uint32_t next;
+    if (temp <= 0) {
+      next = uint32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    } else {
+      std::vector<uint32_t> order(static_cast<size_t>(V));
+      for (uint32_t j = 0; j < uint32_t(V); ++j) order[j] = j;
+      const size_t k = top_k > 0 ? std::min<size_t>(size_t(top_k), order.size()) : order.size();
+      std::partial_sort(order.begin(), order.begin() + int64_t(k), order.end(),
+                        [&](uint32_t a, uint32_t b) { return logits[a] > logits[b]; });
+      std::vector<double> w(k);
+      for (size_t j = 0; j < k; ++j) w[j] = std::exp(double(logits[order[j]] - logits[order[0]]) / temp);
+      std::discrete_distribution<size_t> pick(w.begin(), w.end());
+      next = order[pick(rng)];
+    }
+    ids.push_back(next);
+    const std::vector<uint32_t> all(ids.begin() + int64_t(prompt_len), ids.end());
+    const std::string decoded = tok.decode(all);
+    // Print only what is new; a multi-byte character may span tokens.
+    if (decoded.size() > text.size() - r["prompt"].as<std::string>().size()) {
+      const std::string fresh = decoded.substr(text.size() - r["prompt"].as<std::string>().size());
+      std::printf("%s", fresh.c_str());
+      std::fflush(stdout);
+      text += fresh;
+    }
+  }
+  std::printf("\n");
+  return 0;
+}
+
+int cmd_export(int argc, char** argv) {
+  cxxopts::Options spec(argv[0], "Write a checkpoint's weights as safetensors under nanochat's state_dict keys (float32).");
+  spec.add_options()("checkpoint", "a checkpoint, rank or run directory", cxxopts::value<std::string>())(
+      "out", "the .safetensors file to write", cxxopts::value<std::string>());
+  cxxopts::ParseResult r;
+  if (!parse(spec, argc, argv, r, "ringtrain export --checkpoint runs/demo --out model.safetensors")) return 0;
+  const auto ckpt = train::resolve_checkpoint(need<std::string>(r, "checkpoint", argv[0]));
+  const auto out = need<std::string>(r, "out", argv[0]);
+  auto model = train::load_model_from_checkpoint(ckpt);
+  train::save_weights(out, *model);
+  std::printf("wrote %s (%zu tensors, %lld parameters) from %s\n", out.c_str(), model->params().all().size(),
+              (long long)model->params().size(), ckpt.c_str());
+  return 0;
+}
+
+int cmd_import(int argc, char** argv) {
+  cxxopts::Options spec(argv[0], "Read nanochat-keyed safetensors into a checkpoint to sample from or to train on with --resume.");
+  spec.add_options()("from", "the .safetensors file", cxxopts::value<std::string>())(
+      "out", "run directory to create the checkpoint in (rank0/step_000000)", cxxopts::value<std::string>())(
+      "seq-len", "sequence length, when the file does not say", cxxopts::value<int64_t>()->default_value("1024"))(
+      "head-dim", "head dim, when the file does not say", cxxopts::value<int64_t>()->default_value("128"))(
+      "window-pattern", "window pattern, when the file does not say", cxxopts::value<std::string>()->default_value("SSSL"))(
+      "tokenizer", "tokenizer.tiktoken to put in the checkpoint (for sample)", cxxopts::value<std::string>()->default_value(""));
+  cxxopts::ParseResult r;
+  if (!parse(spec, argc, argv, r, "ringtrain import --from model.safetensors --out runs/imported --tokenizer data/kdoc/tokenizer.tiktoken")) return 0;
+  const auto from = need<std::string>(r, "from", argv[0]);
+  const auto out = need<std::string>(r, "out", argv[0]);
+  model::ModelConfig cfg;
+  if (!train::weights_config(from, cfg)) {
+    // A file written by nanochat itself: infer the shape from the tensors.
+    auto f = io::SafetensorsFile::load(from);
+    if (!f.has("transformer.wte.weight")) throw UsageError(from + " has no transformer.wte.weight; it is not a nanochat model");
+    const auto& wte = f.get("transformer.wte.weight").shape;
+    int64_t layers = 0;
+    while (f.has("transformer.h." + std::to_string(layers) + ".attn.c_q.weight")) ++layers;
+    cfg.n_layer = layers;
+    cfg.vocab_size = wte[0];
+    cfg.n_embd = wte[1];
+    cfg.head_dim = r["head-dim"].as<int64_t>();
+    cfg.n_head = cfg.n_embd / cfg.head_dim;
+    cfg.n_kv_head = f.get("transformer.h.0.attn.c_k.weight").shape[0] / cfg.head_dim;
+    cfg.sequence_len = r["seq-len"].as<int64_t>();
+    cfg.window_pattern = r["window-pattern"].as<std::string>();
+  }
+  model::GPT gpt(cfg);
+  train::load_weights(from, gpt);
+  train::CheckpointWriter w(out, 0, 0);
+  train::save_weights(w.path("model.safetensors"), gpt);
+  w.add_written_file("model.safetensors");
+  const auto tok = r["tokenizer"].as<std::string>();
+  if (!tok.empty()) {
+    data::Tokenizer::load(tok).save(w.path("tokenizer.tiktoken"));
+    w.add_written_file("tokenizer.tiktoken");
+  }
+  const auto dir = w.commit({{"step", 0}, {"model_config", json::parse(cfg.to_json())}, {"rank", 0}, {"world", 1},
+                             {"imported_from", from}});
+  std::printf("wrote checkpoint %s\n", dir.c_str());
+  return 0;
+}
+
+int cmd_status(int argc, char** argv) {
+  cxxopts::Options spec(argv[0], "Ask a running job (any rank's HOST:PORT from --peers) for its state.");
+  spec.add_options()("address", "HOST:PORT", cxxopts::value<std::string>())("json", "print the raw JSON")(
+      "timeout", "seconds to wait for an answer", cxxopts::value<double>()->default_value("5"));
+  spec.parse_positional({"address"});
+  cxxopts::ParseResult r;
+  if (!parse(spec, argc, argv, r, "ringtrain status 10.0.0.1:29500")) return 0;
+  const auto addr = need<std::string>(r, "address", argv[0]);
+  const auto reply = net::request(addr, "status", r["timeout"].as<double>());
+  if (r.count("json")) {
+    std::printf("%s\n", reply.c_str());
+    return 0;
+  }
+  const auto s = json::parse(reply, nullptr, false);
+  if (s.is_discarded() || !s.contains("step")) {
+    std::printf("%s\n", reply.c_str());
+    return 0;
+  }
+  std::printf("step %lld/%lld  loss %.4f  %.0f tok/s  eta %.0f s  val bpb %.4f\n", s["step"].get<long long>(),
+              s["steps"].get<long long>(), s["loss"].get<double>(), s["tok_per_s"].get<double>(), s["eta_s"].get<double>(),
+              s["val_bpb"].get<double>());
+  int rank = 0;
+  for (const auto& rr : s["ranks"])
+    std::printf("  rank %d: step %.2f s, of which %.2f s waiting on the network\n", rank++, rr["step_s"].get<double>(),
+                rr["comm_s"].get<double>());
+  return 0;
+}
+
+int cmd_stop(int argc, char** argv) {
+  cxxopts::Options spec(argv[0], "Ask a running job (any rank's HOST:PORT) to checkpoint on every rank and exit 0.");
+  spec.add_options()("address", "HOST:PORT", cxxopts::value<std::string>())(
+      "timeout", "seconds to wait for an answer", cxxopts::value<double>()->default_value("5"));
+  spec.parse_positional({"address"});
+  cxxopts::ParseResult r;
+  if (!parse(spec, argc, argv, r, "ringtrain stop 10.0.0.1:29500")) return 0;
+  std::printf("%s\n", net::request(need<std::string>(r, "address", argv[0]), "stop", r["timeout"].as<double>()).c_str());
+  return 0;
+}
+
 }  // namespace rt::cli

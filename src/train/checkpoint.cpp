@@ -9,30 +9,15 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/train/log.hpp"
 
 namespace fs = std::filesystem;
 
 namespace rt::train {
 namespace {
-
-std::string errno_text() { return std::strerror(errno); }
-
-void write_fd_all(int fd, const void* data, size_t bytes, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    ssize_t n = ::write(fd, p, std::min<size_t>(bytes, size_t(1) << 30));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw RuntimeError("cannot write " + path + ": " + errno_text() + " (disk full?)");
-    }
-    p += n;
-    bytes -= size_t(n);
-  }
-}
 
 void fsync_path(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -87,24 +72,25 @@ CheckpointWriter::~CheckpointWriter() {
 
 void CheckpointWriter::write_file(const std::string& name,
                                   const std::vector<std::pair<const void*, size_t>>& pieces) {
-  const std::string path = (fs::path(tmp_dir_) / name).string();
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw RuntimeError("cannot create " + path + ": " + errno_text());
   uint32_t crc = 0;
   size_t total = 0;
-  try {
+  io::write_file_atomic(path(name), [&](const io::ByteSink& sink) {
     for (const auto& [data, bytes] : pieces) {
-      write_fd_all(fd, data, bytes, path);
+      sink(data, bytes);
       crc = crc32_of(data, bytes, crc);
       total += bytes;
     }
-    if (::fsync(fd) != 0) throw RuntimeError("cannot sync " + path + ": " + errno_text());
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  ::close(fd);
+  });
   files_[name] = {{"bytes", total}, {"crc32", crc}};
+}
+
+std::string CheckpointWriter::path(const std::string& name) const {
+  return (fs::path(tmp_dir_) / name).string();
+}
+
+void CheckpointWriter::add_written_file(const std::string& name) {
+  const std::string data = io::read_file(path(name));
+  files_[name] = {{"bytes", data.size()}, {"crc32", crc32_of(data.data(), data.size())}};
 }
 
 std::string CheckpointWriter::commit(nlohmann::json meta) {
@@ -112,14 +98,7 @@ std::string CheckpointWriter::commit(nlohmann::json meta) {
   meta["format_version"] = 1;
   meta["files"] = files_;
   const std::string text = meta.dump(2) + "\n";
-  {
-    const std::string path = (fs::path(tmp_dir_) / "meta.json").string();
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw RuntimeError("cannot create " + path + ": " + errno_text());
-    write_fd_all(fd, text.data(), text.size(), path);
-    ::fsync(fd);
-    ::close(fd);
-  }
+  io::write_file_atomic(path("meta.json"), text.data(), text.size());
   fsync_path(tmp_dir_);
   std::error_code ec;
   if (fs::exists(final_dir_)) {
@@ -139,15 +118,53 @@ std::string CheckpointWriter::commit(nlohmann::json meta) {
 }
 
 std::vector<char> read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("cannot open " + path + ": " + errno_text());
-  in.seekg(0, std::ios::end);
-  const auto size = in.tellg();
-  in.seekg(0);
-  std::vector<char> data(size > 0 ? size_t(size) : 0);
-  if (!data.empty() && !in.read(data.data(), std::streamsize(data.size())))
-    throw UsageError("cannot read " + path);
-  return data;
+  const std::string data = io::read_file(path);
+  return std::vector<char>(data.begin(), data.end());
+}
+
+namespace {
+constexpr char kStateMagic[8] = {'R', 'T', 'S', 'T', 'A', 'T', 'E', '1'};
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+}  // namespace
+
+std::string pack_sections(const std::vector<std::pair<std::string, std::string>>& sections) {
+  std::string out(kStateMagic, sizeof kStateMagic);
+  put<uint64_t>(out, sections.size());
+  for (const auto& [name, data] : sections) {
+    put<uint64_t>(out, name.size());
+    out += name;
+    put<uint64_t>(out, data.size());
+    out += data;
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> unpack_sections(const std::string& bytes,
+                                                                 const std::string& what) {
+  size_t at = 0;
+  auto take = [&](size_t n) {
+    if (bytes.size() - at < n) throw UsageError(what + " is truncated; use another checkpoint");
+    std::string s = bytes.substr(at, n);
+    at += n;
+    return s;
+  };
+  auto take_u64 = [&] {
+    uint64_t v;
+    std::memcpy(&v, take(8).data(), 8);
+    return v;
+  };
+  if (take(8) != std::string(kStateMagic, 8)) throw UsageError(what + " is not a ringtrain state file");
+  const uint64_t n = take_u64();
+  std::vector<std::pair<std::string, std::string>> out;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string name = take(take_u64());
+    out.emplace_back(std::move(name), take(take_u64()));
+  }
+  return out;
 }
 
 nlohmann::json verify_checkpoint(const std::string& dir) {

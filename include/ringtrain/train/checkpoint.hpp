@@ -29,6 +29,10 @@ class CheckpointWriter {
 
   // Writes one file made of the given pieces, in order.
   void write_file(const std::string& name, const std::vector<std::pair<const void*, size_t>>& pieces);
+  // For files written by someone else's writer: where to write `name`, and then record it
+  // (size and CRC-32 are read back from disk).
+  std::string path(const std::string& name) const;
+  void add_written_file(const std::string& name);
   // Adds "files" to meta, writes meta.json, fsyncs and renames into place. Returns the path.
   std::string commit(nlohmann::json meta);
 
@@ -54,5 +58,12 @@ std::vector<int64_t> checkpoint_steps(const std::string& run_dir, int rank);
 std::string resolve_checkpoint(const std::string& path);
 
 std::vector<char> read_whole_file(const std::string& path);
+
+// state.bin: named binary sections (optimizer state, loader position, ...), so that one
+// file carries all of a rank's non-weight state and new sections can be added later.
+std::string pack_sections(const std::vector<std::pair<std::string, std::string>>& sections);
+// Throws rt::UsageError if `bytes` is not such a file.
+std::vector<std::pair<std::string, std::string>> unpack_sections(const std::string& bytes,
+                                                                 const std::string& what);
 
 }  // namespace rt::train

@@ -1,0 +1,28 @@
+// The --metrics file: one JSON object per line, flushed after every line so that a plot or
+// a `tail -f` sees each step as it happens.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace rt::train {
+
+class MetricsWriter {
+ public:
+  MetricsWriter() = default;
+  // Opens `path` for appending. With resume_step >= 0, records of steps after it (written by
+  // the interrupted run beyond its last checkpoint) are dropped first, so the file reads as
+  // one uninterrupted run.
+  void open(const std::string& path, int64_t resume_step);
+  ~MetricsWriter();
+  bool is_open() const { return f_ != nullptr; }
+  void write(const nlohmann::json& record);
+
+ private:
+  std::FILE* f_ = nullptr;
+  std::string path_;
+};
+
+}  // namespace rt::train

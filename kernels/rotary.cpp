@@ -12,9 +12,9 @@ RotaryTable RotaryTable::build(int64_t len, int64_t head_dim, double base) {
   t.cos.resize(len * t.half);
   t.sin.resize(len * t.half);
   for (int64_t j = 0; j < t.half; ++j) {
-    // As torch in float32: inv_freq = 1 / base ** (2j / D); angle = pos * inv_freq.
-    const float expo = float(2 * j) / float(head_dim);
-    const float inv_freq = 1.0f / std::pow(float(base), expo);
+    // inv_freq in double, rounded once to float32; angle = float32(pos) * inv_freq in
+    // float32 (the PyTorch reference does the same).
+    const float inv_freq = float(std::pow(base, -double(2 * j) / double(head_dim)));
     for (int64_t p = 0; p < len; ++p) {
       const float angle = float(p) * inv_freq;
       t.cos[p * t.half + j] = float(std::cos(double(angle)));

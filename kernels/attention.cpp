@@ -12,10 +12,12 @@
 //   that can see the tile, [j0, j0 + k_tile + window), are walked in chunks. Per chunk:
 //   S recomputed from q, k; P = exp(S - lse) masked; dV += P^T dY; dP = dY V^T;
 //   dS = P (dP - delta) with delta = rowsum(dY * Y); dK += scale dS^T Q; and
-//   dQ += scale dS K, which other items also add to: it is computed into scratch and added
-//   to dq under a lock per block of 64 query rows (the add is tiny next to the products).
-//   With more than one thread the order of those adds varies, so dq can differ from run to
-//   run in the last bits; y, lse, dk and dv are always bitwise reproducible.
+//   dQ += scale dS K. Other key tiles of the same head add to the same dq rows: when the
+//   (row, kv head) pairs split evenly over the threads, each thread takes whole heads and
+//   the product accumulates into dq directly; otherwise items are single key tiles and
+//   dS K goes to scratch, then into dq under a lock per block of 64 query rows (the add is
+//   tiny next to the products). In that second mode the order of the adds varies, so dq can
+//   differ from run to run in the last bits; otherwise everything is bitwise reproducible.
 // No T x T matrix exists anywhere; per thread the scratch is a few max_chunk x tile panels.
 // Matrix products go through rt::kernels::gemm (one cached oneDNN primitive per shape);
 // a gemm inside the OpenMP region runs single-threaded, which is what each tile wants.
@@ -235,12 +237,10 @@ void SlidingWindowAttention::backward(const float* q, const float* k, const floa
     std::fill(dq + bt * ldq, dq + (bt + 1) * ldq, 0.0f);
   }
 
-  // Consecutive items are neighbouring key tiles of one kv head (shared queries stay in
-  // cache); within a head the early tiles (most queries under full causal attention) go first.
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t item = 0; item < n_tiles * B * KV; ++item) {
-    const int64_t kt = item % n_tiles;
-    const int64_t b = item / n_tiles / KV, kvh = item / n_tiles % KV;
+  // The work for one tile of keys of one (row, kv head): everything that depends on these
+  // keys. dq_shared says whether other threads may be adding to the same dq rows at the
+  // same time; if not, dS K is accumulated straight into dq by the product itself.
+  auto key_tile = [&](int64_t b, int64_t kvh, int64_t kt, bool dq_shared) {
     const int64_t j0 = kt * tile, nk = std::min(tile, T - j0);
     const float* kp = k + (b * T + j0) * ldk + kvh * D;
     const float* vp = v + (b * T + j0) * ldk + kvh * D;
@@ -251,9 +251,9 @@ void SlidingWindowAttention::backward(const float* q, const float* k, const floa
       std::fill(dvp + j * ldk, dvp + j * ldk + D, 0.0f);
     }
     Scratch& sc = im.scratch[omp_get_thread_num()];
-    float* P = sc.scores.data();    // [nq, nk]
-    float* dS = sc.dscores.data();  // [nq, nk]
-    float* dQp = sc.dq_part.data(); // [nq, D]
+    float* P = sc.scores.data();     // [nq, nk]
+    float* dS = sc.dscores.data();   // [nq, nk]
+    float* dQp = sc.dq_part.data();  // [nq, D]
 
     // Queries that see some key of this tile: [j0, j0 + nk - 1 + W], clipped to T.
     const int64_t lo = j0, hi = std::min(T, j0 + nk + W);
@@ -264,6 +264,7 @@ void SlidingWindowAttention::backward(const float* q, const float* k, const floa
         const int64_t nq = std::min(chunk, hi - r0);
         const float* qp = q + (b * T + r0) * ldq + h * D;
         const float* dyp = dy + (b * T + r0) * ldq + h * D;
+        float* dqp = dq + (b * T + r0) * ldq + h * D;
         gemm(false, true, nq, nk, D, scale, qp, ldq, kp, ldk, 0.0f, P, nk);
         gemm(false, true, nq, nk, D, 1.0f, dyp, ldq, vp, ldk, 0.0f, dS, nk);
         for (int64_t i = 0; i < nq; ++i) {
@@ -284,16 +285,20 @@ void SlidingWindowAttention::backward(const float* q, const float* k, const floa
             drow[j] = p * (drow[j] - row_delta);
           }
         }
-        // dV += P^T dY ; dK += scale dS^T Q ; dQ part = scale dS K.
+        // dV += P^T dY ; dK += scale dS^T Q ; dQ += scale dS K.
         gemm(true, false, nk, D, nq, 1.0f, P, nk, dyp, ldq, 1.0f, dvp, ldk);
         gemm(true, false, nk, D, nq, scale, dS, nk, qp, ldq, 1.0f, dkp, ldk);
+        if (!dq_shared) {
+          gemm(false, false, nq, D, nk, scale, dS, nk, kp, ldk, 1.0f, dqp, ldq);
+          continue;
+        }
         gemm(false, false, nq, D, nk, scale, dS, nk, kp, ldk, 0.0f, dQp, D);
         for (int64_t blk = r0 / kLockRows; blk * kLockRows < r0 + nq; ++blk) {
           const int64_t i_begin = std::max(r0, blk * kLockRows) - r0;
           const int64_t i_end = std::min(r0 + nq, (blk + 1) * kLockRows) - r0;
           std::lock_guard<std::mutex> guard(im.dq_locks[(b * H + h) * lock_blocks + blk]);
           for (int64_t i = i_begin; i < i_end; ++i) {
-            float* out = dq + (b * T + r0 + i) * ldq + h * D;
+            float* out = dqp + i * ldq;
             const float* part = dQp + i * D;
 #pragma omp simd
             for (int64_t d = 0; d < D; ++d) out[d] += part[d];
@@ -301,6 +306,23 @@ void SlidingWindowAttention::backward(const float* q, const float* k, const floa
         }
       }
     }
+  };
+
+  // Every (row, kv head) costs the same. When they split evenly over the threads (d8: 8 of
+  // them), a thread takes whole kv heads: it then owns their dq rows outright (no locks, and
+  // a summation order that does not depend on the thread count). Otherwise (few heads, many
+  // threads) the items are single key tiles and dq is shared under locks. Either way,
+  // consecutive key tiles of one head run back to back, so the queries they share stay in
+  // cache, early tiles (most queries under full causal attention) first.
+  const int64_t heads = B * KV, threads = std::max(1, omp_get_max_threads());
+  if (heads % threads == 0 || heads >= 4 * threads) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < heads; ++bh)
+      for (int64_t kt = 0; kt < n_tiles; ++kt) key_tile(bh / KV, bh % KV, kt, false);
+  } else {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t item = 0; item < n_tiles * heads; ++item)
+      key_tile(item / n_tiles / KV, item / n_tiles % KV, item % n_tiles, true);
   }
 }
 

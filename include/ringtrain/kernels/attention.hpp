@@ -46,7 +46,8 @@ class SlidingWindowAttention {
   void forward(const float* q, const float* k, const float* v, float* y, float* lse);
 
   // Overwrites dq, dk, dv (dk/dv sum over the query heads that share a kv head).
-  // With several OpenMP threads dq is summed in a varying order (last-bit differences).
+  // Bitwise reproducible, except dq when B*KV does not split evenly over the OpenMP threads
+  // (then summed in a varying order: last-bit differences).
   void backward(const float* q, const float* k, const float* v, const float* y,
                 const float* lse, const float* dy, float* dq, float* dk, float* dv);
 

@@ -23,7 +23,8 @@ int cmd_data(int argc, char** argv) {
   std::string name = std::string(argv[0]) + " prepare";
   cxxopts::Options options(name, "Train the BPE tokenizer (or reuse one) and tokenize text into train/val shards.");
   options.add_options()
-      ("input", "text files, directories (*.txt, *.rst, *.md, *.jsonl, recursively) or .jsonl files",
+      ("input", "text files, directories (*.txt, *.rst, *.md, *.jsonl, recursively) or .jsonl files; "
+                "default: the kernel documentation of linux-doc-6.1",
        cxxopts::value<std::vector<std::string>>())
       ("out", "output directory", cxxopts::value<std::string>())
       ("vocab", "vocabulary size (256 bytes + merges + 9 special tokens), <= 65536",

@@ -87,6 +87,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+const char* const kDefaultCorpus = "/usr/share/doc/linux-doc-6.1/html/_sources";
+
 bool is_val_document(uint64_t seed, uint64_t index, double val_fraction) {
   uint64_t h = splitmix64(splitmix64(seed) ^ index);
   return double(h >> 11) * 0x1.0p-53 < val_fraction;
@@ -109,7 +111,14 @@ PrepareResult prepare_data(const PrepareOptions& opt) {
   if (!(opt.val_fraction >= 0 && opt.val_fraction < 1))
     throw UsageError("--val-fraction must be in [0, 1), e.g. 0.02");
   if (opt.threads < 1) throw UsageError("--threads must be >= 1");
-  std::vector<std::string> files = list_input_files(opt.inputs);
+  std::vector<std::string> inputs = opt.inputs;
+  if (inputs.empty()) {
+    if (!fs::is_directory(kDefaultCorpus))
+      throw UsageError(std::string("no --input given and the default corpus ") + kDefaultCorpus +
+                       " is missing; run tools/setup.sh (installs linux-doc-6.1) or pass --input PATH");
+    inputs.push_back(kDefaultCorpus);
+  }
+  std::vector<std::string> files = list_input_files(inputs);
   log("reading %zu files", files.size());
   Corpus corpus = read_corpus(files, [&](size_t done, uint64_t bytes) {
     log("read %zu/%zu files, %.1f MB", done, files.size(), bytes / 1e6);

@@ -13,8 +13,12 @@
 
 namespace rt::data {
 
+// The default corpus when no --input is given: the .rst sources of the kernel
+// documentation that Debian's linux-doc-6.1 installs (tools/setup.sh installs it).
+extern const char* const kDefaultCorpus;
+
 struct PrepareOptions {
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs;  // empty: kDefaultCorpus
   std::string out_dir;
   uint32_t vocab = 32768;
   std::string tokenizer;       // reuse this .tiktoken file instead of training

@@ -108,6 +108,19 @@ BOOST_AUTO_TEST_CASE(writes_tokenizer_shards_and_token_bytes) {
   BOOST_TEST_REQUIRE(r.code == 0, r.err);
   BOOST_TEST((read_file(out / "train.bin") == read_file(out2 / "train.bin")));
   BOOST_TEST((read_file(out / "val.bin") == read_file(out2 / "val.bin")));
+  // Training is deterministic whatever the thread count.
+  fs::path out3 = testing::temp_path("out_threads");
+  fs::remove_all(out3);
+  r = run_prepare("--input " + corpus.string() + " --out " + out3.string() + " --vocab 320 --val-fraction 0.2 --threads 1");
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  BOOST_TEST((read_file(out / "tokenizer.tiktoken") == read_file(out3 / "tokenizer.tiktoken")));
+  BOOST_TEST((read_file(out / "train.bin") == read_file(out3 / "train.bin")));
+  // Running again over an existing output replaces it whole.
+  r = run_prepare("--input " + corpus.string() + " --out " + out3.string() + " --vocab 300 --val-fraction 0.2");
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  BOOST_TEST(Tokenizer::load((out3 / "tokenizer.tiktoken").string()).vocab_size() == 300u);
+  BOOST_TEST(read_shard((out3 / "train.bin").string()).vocab_size == 300u);
+  fs::remove_all(out3);
   // No temporary files are left behind.
   for (auto& e : fs::directory_iterator(out)) BOOST_TEST(e.path().filename().string()[0] != '.');
   fs::remove_all(corpus), fs::remove_all(out), fs::remove_all(out2);

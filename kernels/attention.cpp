@@ -143,13 +143,9 @@ void SlidingWindowAttention::forward(const float* q, const float* k, const float
   const int64_t n_tiles = ceil_div(T, tile);
   const float scale = im.scale;
 
-  // Consecutive items are neighbouring query tiles of one head, so the keys and values they
-  // share are still in cache; within a head the late tiles (most keys under full causal
-  // attention) go first.
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t item = 0; item < n_tiles * B * H; ++item) {
-    const int64_t qt = n_tiles - 1 - item % n_tiles;
-    const int64_t b = item / n_tiles / H, h = item / n_tiles % H, kvh = h / group;
+  // The work for one tile of queries of one (row, head); independent of all others.
+  auto query_tile = [&](int64_t b, int64_t h, int64_t qt) {
+    const int64_t kvh = h / group;
     const int64_t t0 = qt * tile, nq = std::min(tile, T - t0);
     const float* qp = q + (b * T + t0) * ldq + h * D;
     const float* kb = k + b * T * ldk + kvh * D;
@@ -205,6 +201,21 @@ void SlidingWindowAttention::forward(const float* q, const float* k, const float
       for (int64_t d = 0; d < D; ++d) yr[d] *= inv;
       lse[(b * H + h) * T + t0 + i] = m[i] + std::log(l[i]);
     }
+  };
+
+  // Every (row, head) costs the same. When they split evenly over the threads, a thread
+  // takes whole heads, so the keys and values that neighbouring query tiles share stay in
+  // its cache; otherwise (few heads, many threads) the items are single query tiles.
+  // Within a head the late tiles (most keys under full causal attention) go first.
+  const int64_t heads = B * H, threads = std::max(1, omp_get_max_threads());
+  if (heads % threads == 0 || heads >= 4 * threads) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < heads; ++bh)
+      for (int64_t qt = n_tiles - 1; qt >= 0; --qt) query_tile(bh / H, bh % H, qt);
+  } else {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t item = 0; item < n_tiles * heads; ++item)
+      query_tile(item / n_tiles / H, item / n_tiles % H, n_tiles - 1 - item % n_tiles);
   }
 }
 

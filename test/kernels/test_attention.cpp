@@ -204,8 +204,8 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_match_double_reference) {
 }
 
 BOOST_AUTO_TEST_CASE(two_threads_match_double_reference) {
-  // Run the OpenMP loops really parallel. B*KV even: each thread owns whole kv heads;
-  // B*KV odd: key tiles of one head run at once and add into shared dq rows under locks.
+  // Run the OpenMP loops really parallel. B*H or B*KV even: each thread takes whole heads;
+  // odd: tiles of one head run at once (backward: adding into shared dq rows under locks).
   const int before = omp_get_max_threads();
   omp_set_num_threads(2);
   unsigned seed = 100;
@@ -214,7 +214,8 @@ BOOST_AUTO_TEST_CASE(two_threads_match_double_reference) {
                         Case{{1, 150, 2, 2, 32, 60}, {}},
                         Case{{1, 130, 4, 1, 16, 40}, {16, 8, 32}},
                         Case{{3, 100, 2, 1, 16, 30}, {7, 5, 12}},
-                        Case{{1, 300, 2, 1, 32, 300}, {}}})
+                        Case{{1, 300, 2, 1, 32, 300}, {}},
+                        Case{{1, 90, 1, 1, 16, 20}, {16, 8, 32}}})
     check_against_reference(c, seed++);
   omp_set_num_threads(before);
 }

@@ -84,7 +84,8 @@ Transport::Transport(CommOptions options) : opt_(std::move(options)), ctx_(1) {
     bind_router();
     connect_dealers();
     handshake();
-  } catch (...) {
+  } catch (const std::exception& e) {
+    record_failure(FailKind::Other, e.what());  // peers that joined hear why we leave
     close_sockets(false);
     throw;
   }
@@ -102,7 +103,7 @@ Transport::~Transport() {
 
 void Transport::close_sockets(bool clean) {
   if (router_) {
-    for (int p = 0; p < world(); ++p) {
+    for (int p = 0; p < static_cast<int>(dealers_.size()); ++p) {
       if (p == rank() || !dealers_[p]) continue;
       if (clean) {
         send_control(p, MsgKind::Goodbye, "");
@@ -134,7 +135,9 @@ void Transport::bind_router() {
   router_.set(zmq::sockopt::sndhwm, kDataHighWaterMark);
   router_.set(zmq::sockopt::maxmsgsize, kMaxControlBytes);
   const PeerAddress& me = opt_.peers[rank()];
-  std::string endpoint = "tcp://" + numeric_host(me.host) + ":" + std::to_string(me.port);
+  const std::string host = numeric_host(me.host);
+  router_.set(zmq::sockopt::ipv6, host[0] == '[' ? 1 : 0);  // an IPv4 address binds an IPv4 socket
+  std::string endpoint = "tcp://" + host + ":" + std::to_string(me.port);
   if (zmq_bind(router_.handle(), endpoint.c_str()) != 0) {
     int err = zmq_errno();
     std::string port = std::to_string(me.port);
@@ -200,12 +203,15 @@ void Transport::handshake() {
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(opt_.connect_timeout_s));
   Clock::time_point error_at{};
+  std::string refusal;  // a peer's reason for refusing us, phrased from its side
   auto all = [](const std::vector<bool>& v) { return std::all_of(v.begin(), v.end(), [](bool b) { return b; }); };
   while (true) {
     const auto now = Clock::now();
     if (all(heard_) && all(acked_)) break;
     // On a mismatch, stay a little so that every rank gets our hello and reports it too.
     if (!handshake_error_.empty() && (all(acked_) || now - error_at > std::chrono::seconds(2))) break;
+    // Refused by a peer: wait a little for its hello, so that we name the mismatch from our side.
+    if (!refusal.empty() && (all(heard_) || now - error_at > std::chrono::seconds(2))) break;
     if (now > deadline) break;
     std::vector<zmq_pollitem_t> items{{router_.handle(), 0, ZMQ_POLLIN, 0}};
     std::vector<int> ranks{-1};
@@ -218,6 +224,12 @@ void Transport::handshake() {
       throw RuntimeError(std::string("poll failed during the handshake: ") + zmq_strerror(zmq_errno()));
     bool had_error = !handshake_error_.empty();
     serve_router();
+    // A rank that already joined us gave up: report our own view of the handshake if it
+    // comes soon (it names the mismatch from our side), else theirs.
+    if (failed_ && handshake_error_.empty()) {
+      if (error_at == Clock::time_point{}) error_at = Clock::now();
+      if (Clock::now() - error_at > std::chrono::seconds(2)) throw_failure();
+    }
     for (size_t i = 1; i < items.size(); ++i) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;
       int p = ranks[i];
@@ -227,13 +239,15 @@ void Transport::handshake() {
       if (head.more()) (void)zmq_msg_recv(body.handle(), dealers_[p].handle(), ZMQ_DONTWAIT);
       if (!decode_header(head.data(), head.size(), h) || h.kind != MsgKind::HelloOk) continue;
       acked_[p] = true;
-      std::string refusal = body.to_string();
-      if (!refusal.empty() && handshake_error_.empty())
-        handshake_error_ = describe(p) + " refused this rank: " + refusal;
+      if (!body.to_string().empty() && refusal.empty()) {
+        refusal = describe(p) + " refused this rank: " + body.to_string();
+        if (error_at == Clock::time_point{}) error_at = Clock::now();
+      }
     }
-    if (!had_error && !handshake_error_.empty()) error_at = Clock::now();
+    if (!had_error && !handshake_error_.empty() && error_at == Clock::time_point{}) error_at = Clock::now();
   }
   if (!handshake_error_.empty()) throw UsageError(handshake_error_);
+  if (!refusal.empty()) throw UsageError(refusal);
   if (!(all(heard_) && all(acked_))) {
     std::string missing, ports;
     int count = 0;
@@ -314,11 +328,11 @@ void Transport::serve_router() {
       reply(identity, MsgKind::Reply, answer);
       continue;
     }
-    if (h.job != job_hash_) continue;  // another job's stray message
-    if (h.kind == MsgKind::Hello) {
+    if (h.kind == MsgKind::Hello) {  // compares job ids itself, to report a mismatch
       handle_hello(identity, text);
       continue;
     }
+    if (h.job != job_hash_) continue;  // another job's stray message
     auto it = rank_of_identity_.find(identity);
     if (it == rank_of_identity_.end() || it->second != h.sender) continue;
     const int p = it->second;

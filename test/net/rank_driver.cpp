@@ -193,6 +193,10 @@ Args parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
+    if (argc == 4 && std::string(argv[1]) == "--request") {  // client mode: one service request
+      std::printf("%s\n", request(argv[2], argv[3], 5).c_str());
+      return 0;
+    }
     Args a = parse(argc, argv);
     CommOptions o;
     o.rank = a.rank;
@@ -207,6 +211,7 @@ int main(int argc, char** argv) {
     else if (a.scenario == "bf16") scenario_bf16(c, a);
     else if (a.scenario == "loop") scenario_loop(c, a);
     else if (a.scenario == "serve") scenario_serve(c, a);
+    else if (a.scenario == "exact_then_serve") scenario_exact(c, a), scenario_serve(c, a);
     else if (a.scenario == "hello") c.barrier();
     else throw rt::UsageError("unknown scenario " + a.scenario);
     return 0;

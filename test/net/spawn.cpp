@@ -1,1 +1,151 @@
-// filled in below
+#include "spawn.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace nettest {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+using Clock = std::chrono::steady_clock;
+Clock::time_point start_of(pid_t pid);
+std::vector<std::pair<pid_t, Clock::time_point>> starts;
+Clock::time_point start_of(pid_t pid) {
+  for (auto& [p, t] : starts)
+    if (p == pid) return t;
+  return Clock::now();
+}
+
+}  // namespace
+
+std::string Proc::out() const { return slurp(out_path); }
+std::string Proc::err() const { return slurp(err_path); }
+
+std::string driver_path() {
+  auto& suite = boost::unit_test::framework::master_test_suite();
+  for (int i = 1; i < suite.argc; ++i) {
+    std::string a = suite.argv[i];
+    if (a.find("net_rank_driver") != std::string::npos) return a;
+  }
+  const char* env = std::getenv("RINGTRAIN_NET_DRIVER");
+  if (env) return env;
+  BOOST_FAIL("pass the path of net_rank_driver after '--' (meson test does)");
+  return "";
+}
+
+std::string ringtrain_path() {
+  const char* env = std::getenv("RINGTRAIN_BIN");
+  return env ? env : "ringtrain";
+}
+
+std::string scratch_dir() {
+  static std::string dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("ringtrain-net-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d.string();
+  }();
+  return dir;
+}
+
+int port_base(int slot) { return 20000 + (getpid() % 490) * 20 + slot * 5; }
+
+std::string loopback_peers(int world, int first_port) {
+  std::string s;
+  for (int r = 0; r < world; ++r) s += (r ? "," : "") + std::string("127.0.0.1:") + std::to_string(first_port + r);
+  return s;
+}
+
+Proc spawn(const std::vector<std::string>& argv, const std::string& tag) {
+  static int counter = 0;
+  Proc p;
+  std::string base = scratch_dir() + "/" + tag + "-" + std::to_string(counter++);
+  p.out_path = base + ".out";
+  p.err_path = base + ".err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int out = open(p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open(p.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::perror("exec");
+    _exit(127);
+  }
+  p.pid = pid;
+  starts.emplace_back(pid, Clock::now());
+  return p;
+}
+
+std::vector<Proc> spawn_ranks(int world, const std::string& peers, const std::string& scenario,
+                              const std::vector<std::string>& extra, const std::string& tag) {
+  std::vector<Proc> procs;
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> argv{driver_path(), "--rank", std::to_string(r), "--peers", peers, "--scenario", scenario};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    procs.push_back(spawn(argv, tag + std::to_string(r)));
+  }
+  return procs;
+}
+
+void wait_one(Proc& p, double deadline_s) {
+  auto deadline = Clock::now() + std::chrono::duration<double>(deadline_s);
+  while (true) {
+    int status = 0;
+    pid_t got = waitpid(p.pid, &status, WNOHANG);
+    if (got == p.pid) {
+      p.seconds = std::chrono::duration<double>(Clock::now() - start_of(p.pid)).count();
+      if (WIFEXITED(status)) p.exit_code = WEXITSTATUS(status);
+      else p.exit_code = -1, p.signal = WTERMSIG(status);
+      return;
+    }
+    if (Clock::now() > deadline) {
+      kill(p.pid, SIGKILL);
+      waitpid(p.pid, &status, 0);
+      p.exit_code = -2;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void wait_all(std::vector<Proc>& procs, double deadline_s) {
+  auto deadline = Clock::now() + std::chrono::duration<double>(deadline_s);
+  for (auto& p : procs) wait_one(p, std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count()));
+}
+
+bool alive(pid_t pid) { return kill(pid, 0) == 0; }
+
+int run_shell(const std::string& cmd, std::string* output) {
+  std::string full = cmd + " 2>&1";
+  FILE* f = popen(full.c_str(), "r");
+  if (!f) return -1;
+  std::string out;
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, got);
+  int status = pclose(f);
+  if (output) *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace nettest

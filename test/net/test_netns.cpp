@@ -1,1 +1,95 @@
-// filled in below
+// Two simulated hosts (network namespaces on a bridge, tools/netns/hosts.sh) whose
+// firewalls drop everything but TCP 29500-29510: the collectives complete, and `ss` shows
+// no listening TCP socket other than the listed ports. Needs root; skipped otherwise.
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+
+#include "spawn.hpp"
+
+using namespace nettest;
+
+namespace {
+
+std::string hosts_script() {
+  const char* root = std::getenv("RINGTRAIN_SOURCE_ROOT");
+  return std::string(root ? root : ".") + "/tools/netns/hosts.sh";
+}
+
+// Creates the hosts on construction and always deletes them.
+struct Hosts {
+  std::string prefix;
+  int n;
+  Hosts(int n_, const std::string& options) : prefix("rt" + std::to_string(getpid() % 100000) + "x"), n(n_) {
+    down();
+    std::string out;
+    int rc = run_shell(hosts_script() + " up " + prefix + " " + std::to_string(n) + " " + options, &out);
+    if (rc != 0) {
+      down();
+      BOOST_FAIL("creating namespaces failed: " << out);
+    }
+  }
+  ~Hosts() { down(); }
+  void down() { run_shell(hosts_script() + " down " + prefix + " " + std::to_string(n)); }
+  std::string ns(int i) const { return prefix + "h" + std::to_string(i); }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(netns)
+
+BOOST_AUTO_TEST_CASE(allreduce_passes_a_firewall_that_opens_only_the_listed_range) {
+  if (geteuid() != 0) {
+    BOOST_TEST_MESSAGE("skipped: network namespaces need root (CI runs as root)");
+    return;
+  }
+  Hosts hosts(2, "--firewall 29500-29510");
+  const std::string peers = "10.99.0.1:29500,10.99.0.2:29501";
+  std::vector<Proc> procs;
+  for (int r = 0; r < 2; ++r)
+    procs.push_back(spawn({"ip", "netns", "exec", hosts.ns(r), driver_path(), "--rank", std::to_string(r), "--peers", peers,
+                           "--scenario", "exact_then_serve", "--big-floats", "1000000", "--connect-timeout", "30"},
+                          "netns"));
+  // Wait until both ranks finished the exact checks and are serving.
+  bool serving = false;
+  for (int k = 0; k < 1200 && !serving; ++k) {
+    serving = procs[0].out().find("serving") != std::string::npos && procs[1].out().find("serving") != std::string::npos;
+    if (!serving) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_TEST_INFO(procs[0].err() << " | " << procs[1].err());
+  BOOST_REQUIRE(serving);
+  for (int r = 0; r < 2; ++r) {
+    BOOST_TEST(procs[r].out().find("exact ok") != std::string::npos);
+    // Every listening TCP socket in this host is the job's listed port.
+    std::string ss;
+    BOOST_REQUIRE(run_shell("ip netns exec " + hosts.ns(r) + " ss -Hltn", &ss) == 0);
+    std::istringstream lines(ss);
+    std::string line;
+    int listeners = 0;
+    while (std::getline(lines, line)) {
+      if (line.empty()) continue;
+      ++listeners;
+      BOOST_TEST_INFO("host " << r << " listens: " << line);
+      BOOST_TEST(line.find(" 10.99.0." + std::to_string(r + 1) + ":" + std::to_string(29500 + r) + " ") != std::string::npos);
+    }
+    BOOST_TEST(listeners == 1);
+  }
+  for (int r = 0; r < 2; ++r) {
+    std::string reply;
+    run_shell("ip netns exec " + hosts.ns(r) + " " + driver_path() + " --request 10.99.0." + std::to_string(r + 1) + ":" +
+                  std::to_string(29500 + r) + " quit",
+              &reply);
+    BOOST_TEST(reply.find("got 'quit'") != std::string::npos);
+  }
+  wait_all(procs, 60);
+  for (auto& p : procs) {
+    BOOST_TEST_INFO(p.err());
+    BOOST_TEST(p.exit_code == 0);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,41 @@
+// Real processes for the tests: start rank drivers (or `ringtrain`) with output captured
+// in files, wait for them with a deadline, kill leftovers. Nothing waits forever.
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace nettest {
+
+struct Proc {
+  pid_t pid = -1;
+  std::string out_path, err_path;
+  int exit_code = -100;  // -1: killed by a signal, -2: still running at the deadline (then killed)
+  int signal = 0;
+  double seconds = 0;  // from start until it exited
+  std::string out() const;
+  std::string err() const;
+};
+
+// The rank driver's path (passed after '--' by meson) and $RINGTRAIN_BIN.
+std::string driver_path();
+std::string ringtrain_path();
+// A scratch directory unique to this test process.
+std::string scratch_dir();
+// A block of loopback ports unlikely to clash with concurrent tests: derived from our pid.
+int port_base(int slot);
+std::string loopback_peers(int world, int first_port);
+
+Proc spawn(const std::vector<std::string>& argv, const std::string& tag);
+// Starts `world` rank drivers with the given scenario and extra options.
+std::vector<Proc> spawn_ranks(int world, const std::string& peers, const std::string& scenario,
+                              const std::vector<std::string>& extra = {}, const std::string& tag = "rank");
+// Waits for every process until the deadline (seconds from now); kills the rest (SIGKILL).
+void wait_all(std::vector<Proc>& procs, double deadline_s);
+void wait_one(Proc& p, double deadline_s);
+bool alive(pid_t pid);
+// Runs a shell command, returns its exit code and output (stdout+stderr).
+int run_shell(const std::string& cmd, std::string* output = nullptr);
+
+}  // namespace nettest

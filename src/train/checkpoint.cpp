@@ -231,7 +231,10 @@ std::optional<std::string> newest_valid_checkpoint(const std::string& run_dir, i
 
 std::string resolve_checkpoint(const std::string& path) {
   if (!fs::exists(path)) throw UsageError("checkpoint path " + path + " does not exist");
-  if (fs::exists(fs::path(path) / "meta.json")) return path;
+  if (fs::exists(fs::path(path) / "meta.json")) {
+    verify_checkpoint(path);  // an explicitly named checkpoint must be whole
+    return path;
+  }
   // A rank directory, or a run directory.
   const fs::path p(path);
   std::optional<std::string> found;

@@ -356,9 +356,13 @@ int Trainer::run() {
   oo.num_iterations = o_.steps;
   oo.model_dim = cfg_.n_embd;
   opt_ = std::make_unique<optim::MuonAdamW>(model_->params(), oo);
+  // One packed stream for the whole job, the same on every rank: each micro-step takes the
+  // next sum(B_r) rows and rank r keeps rows [sum_{q<r} B_q, + B_r). So ranks train on
+  // disjoint rows, uneven --device-batch is fine, and N ranks of B see exactly the rows one
+  // rank of N*B would (the basis of the equivalence of --sync grad with one big batch).
   data::LoaderOptions lo;
-  lo.rank = uint32_t(o_.rank);
-  lo.world = uint32_t(o_.world());
+  lo.rank = 0;
+  lo.world = 1;
   lo.seed = o_.seed;
   lo.seq_len = uint32_t(o_.seq_len);
   loader_ = std::make_unique<data::PackingLoader>(data_.train, lo);
@@ -387,7 +391,10 @@ int Trainer::run() {
   if (step_ == 0 && !o_.resume) evaluate_and_log();
 
   const int64_t T = o_.seq_len, B = o_.device_batch;
-  std::vector<int32_t> idx(size_t(B * T)), tgt(size_t(B * T));
+  const int64_t round_rows = round_tokens / T;
+  int64_t my_first_row = 0;
+  for (int r = 0; r < o_.rank; ++r) my_first_row += rank_batch_[size_t(r)];
+  std::vector<int32_t> round_idx(size_t(round_rows * T)), round_tgt(size_t(round_rows * T));
   const auto& all = model_->params().all();
   // The embedding tables form the arena's suffix: dense gradients are everything before.
   int64_t dense_end = model_->params().size();
@@ -409,8 +416,10 @@ int Trainer::run() {
     model_->params().zero_grad();
     double loss_sum = 0, comm_s = 0;
     for (int64_t m = 0; m < accum_; ++m) {
-      loader_->next_batch(size_t(B), idx.data(), tgt.data());
-      loss_sum += model_->forward(idx.data(), tgt.data(), B, T);
+      loader_->next_batch(size_t(round_rows), round_idx.data(), round_tgt.data());
+      const int32_t* idx = round_idx.data() + my_first_row * T;
+      const int32_t* tgt = round_tgt.data() + my_first_row * T;
+      loss_sum += model_->forward(idx, tgt, B, T);
       const bool last_micro = m == accum_ - 1;
       if (grad_sync_ && last_micro) {
         // Dense gradients go out as soon as each block's backward is done.

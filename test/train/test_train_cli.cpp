@@ -1,0 +1,128 @@
+// `ringtrain train` as a user runs it: resume is exact, bad input is refused cleanly.
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+
+#include "../net/spawn.hpp"
+#include "train_fixture.hpp"
+
+namespace fs = std::filesystem;
+using nettest::Proc;
+
+namespace {
+
+Proc train(const std::vector<std::string>& extra, const std::string& tag, double deadline_s = 300) {
+  std::vector<std::string> argv = {nettest::ringtrain_path(), "train", "--data", traintest::prepared_data()};
+  for (const auto& f : traintest::tiny_model_flags()) argv.push_back(f);
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Proc p = nettest::spawn(argv, tag);
+  nettest::wait_one(p, deadline_s);
+  return p;
+}
+
+std::string run_dir(const std::string& name) { return nettest::scratch_dir() + "/" + name; }
+
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(train_resume)
+
+BOOST_AUTO_TEST_CASE(twenty_steps_equal_ten_plus_resume_plus_ten) {
+  const std::vector<std::string> common = {"--steps", "20", "--device-batch", "2", "--eval-every", "0"};
+  auto args = [&](const std::string& out, std::vector<std::string> more) {
+    std::vector<std::string> a = common;
+    a.push_back("--out");
+    a.push_back(run_dir(out));
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  Proc straight = train(args("straight", {}), "straight");
+  BOOST_REQUIRE_MESSAGE(straight.exit_code == 0, straight.err());
+  Proc first = train(args("split", {"--stop-after", "10"}), "first");
+  BOOST_REQUIRE_MESSAGE(first.exit_code == 0, first.err());
+  BOOST_TEST(traintest::losses(run_dir("split") + "/metrics.jsonl").size() == 10u);
+  BOOST_TEST(fs::exists(run_dir("split") + "/rank0/step_000010/meta.json"));
+  Proc second = train(args("split", {"--resume"}), "second");
+  BOOST_REQUIRE_MESSAGE(second.exit_code == 0, second.err());
+  BOOST_TEST(second.err().find("resumed from") != std::string::npos);
+
+  const auto a = traintest::losses(run_dir("straight") + "/metrics.jsonl");
+  const auto b = traintest::losses(run_dir("split") + "/metrics.jsonl");
+  BOOST_REQUIRE(a.size() == 20u);
+  BOOST_REQUIRE(b.size() == 20u);
+  for (size_t i = 0; i < a.size(); ++i) BOOST_TEST(a[i] == b[i], "step " << i + 1 << ": " << a[i] << " vs " << b[i]);
+  // The loss falls on this corpus (the model learns).
+  BOOST_TEST(a.back() < a.front() - 0.03);  // it learns, even within the 40-step LR warm-up
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(train_bad_input)
+
+BOOST_AUTO_TEST_CASE(missing_data_dir) {
+  std::vector<std::string> argv = {nettest::ringtrain_path(), "train", "--data", run_dir("no-such-dir"), "--out", run_dir("x")};
+  Proc p = nettest::spawn(argv, "nodata");
+  nettest::wait_one(p, 60);
+  BOOST_TEST(p.exit_code == 2);
+  BOOST_TEST(count_lines(p.err()) == 1, p.err());
+  BOOST_TEST(p.err().find("data prepare") != std::string::npos, p.err());
+  BOOST_TEST(!fs::exists(run_dir("x")));
+}
+
+BOOST_AUTO_TEST_CASE(truncated_shard) {
+  const std::string bad = run_dir("truncated-data");
+  fs::create_directories(bad);
+  for (const auto& e : fs::directory_iterator(traintest::prepared_data()))
+    fs::copy_file(e.path(), fs::path(bad) / e.path().filename(), fs::copy_options::overwrite_existing);
+  fs::resize_file(fs::path(bad) / "train.bin", fs::file_size(fs::path(bad) / "train.bin") - 5);
+  std::vector<std::string> argv = {nettest::ringtrain_path(), "train", "--data", bad, "--out", run_dir("y")};
+  Proc p = nettest::spawn(argv, "truncated");
+  nettest::wait_one(p, 60);
+  BOOST_TEST(p.exit_code == 2);
+  BOOST_TEST(count_lines(p.err()) == 1, p.err());
+  BOOST_TEST(p.err().find("train.bin") != std::string::npos, p.err());
+}
+
+BOOST_AUTO_TEST_CASE(checkpoint_of_another_config_is_refused_and_kept) {
+  Proc p = train({"--steps", "2", "--out", run_dir("cfg"), "--eval-every", "0"}, "cfg");
+  BOOST_REQUIRE_MESSAGE(p.exit_code == 0, p.err());
+  const std::string before = traintest::tree_fingerprint(run_dir("cfg"));
+  std::vector<std::string> more = {"--steps", "4", "--out", run_dir("cfg"), "--resume", "--depth", "3"};
+  Proc q = train(more, "cfg-resume");
+  BOOST_TEST(q.exit_code == 2);
+  BOOST_TEST(q.err().find("another model") != std::string::npos, q.err());
+  BOOST_TEST(traintest::tree_fingerprint(run_dir("cfg")) == before);
+}
+
+BOOST_AUTO_TEST_CASE(bad_flags) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"--sync", "sometimes"}, "--sync"},
+      {{"--steps", "5", "--stop-after", "5"}, "--stop-after"},
+      {{"--wire", "fp8"}, "--wire"},
+      {{"--rank", "2", "--peers", "127.0.0.1:1,127.0.0.1:2"}, "--rank"},
+      {{"--window-pattern", "SXL"}, "window"},
+      {{"--depth", "3", "--head-dim", "128"}, "head_dim"},
+      {{"--no-such-flag"}, "no-such-flag"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> more = c.args;
+    more.push_back("--out");
+    more.push_back(run_dir("bad"));
+    Proc p = train(more, "badflag");
+    BOOST_TEST(p.exit_code == 2, c.says << ": exit " << p.exit_code);
+    BOOST_TEST(count_lines(p.err()) == 1, p.err());
+    BOOST_TEST(p.err().find(c.says) != std::string::npos, c.says << " not in: " << p.err());
+  }
+  BOOST_TEST(!fs::exists(run_dir("bad")));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

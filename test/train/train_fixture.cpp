@@ -1,0 +1,77 @@
+#include "train_fixture.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "../net/spawn.hpp"
+#include "ringtrain/train/checkpoint.hpp"
+
+namespace fs = std::filesystem;
+
+namespace traintest {
+
+const std::string& prepared_data() {
+  static const std::string dir = [] {
+    const fs::path root = fs::path(nettest::scratch_dir()) / "corpus";
+    fs::create_directories(root);
+    // Sentences from a small Zipf-like vocabulary: enough structure for the loss to fall.
+    const std::vector<std::string> words = {"the",    "kernel", "driver", "memory", "page",  "lock",   "a",
+                                            "thread", "is",     "of",     "and",    "to",    "device", "in",
+                                            "calls",  "returns", "when",  "buffer", "queue", "state"};
+    std::mt19937 rng(7);
+    std::discrete_distribution<int> pick({20, 9, 7, 6, 6, 5, 10, 5, 8, 8, 8, 7, 4, 6, 3, 3, 3, 3, 2, 2});
+    for (int d = 0; d < 120; ++d) {
+      std::ofstream f(root / ("doc" + std::to_string(d) + ".txt"));
+      const int sentences = 5 + int(rng() % 30);
+      for (int s = 0; s < sentences; ++s) {
+        const int n = 4 + int(rng() % 8);
+        for (int w = 0; w < n; ++w) f << (w ? " " : "") << words[size_t(pick(rng))];
+        f << ".\n";
+      }
+    }
+    const std::string out = (fs::path(nettest::scratch_dir()) / "data").string();
+    std::string log;
+    const int rc = nettest::run_shell(nettest::ringtrain_path() + " data prepare --input " + root.string() +
+                                          " --out " + out + " --vocab 320 --val-fraction 0.1",
+                                      &log);
+    BOOST_REQUIRE_MESSAGE(rc == 0, "data prepare failed: " + log);
+    return out;
+  }();
+  return dir;
+}
+
+std::vector<std::string> tiny_model_flags() {
+  return {"--depth", "2", "--head-dim", "32", "--seq-len", "32", "--window-pattern", "SL", "--threads", "1",
+          "--eval-tokens", "256", "--no-progress"};
+}
+
+std::vector<double> losses(const std::string& metrics_path) {
+  std::vector<double> out;
+  std::ifstream in(metrics_path);
+  for (std::string line; std::getline(in, line);) {
+    auto rec = nlohmann::json::parse(line);
+    if (rec.contains("loss")) out.push_back(rec["loss"].get<double>());
+  }
+  return out;
+}
+
+std::string tree_fingerprint(const std::string& dir) {
+  std::vector<std::string> lines;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const auto data = rt::train::read_whole_file(e.path().string());
+    lines.push_back(e.path().string() + " " + std::to_string(data.size()) + " " +
+                    std::to_string(rt::train::crc32_of(data.data(), data.size())));
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string s;
+  for (const auto& l : lines) s += l + "\n";
+  return s;
+}
+
+}  // namespace traintest

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/model/layout.hpp"
 #include "ringtrain/optim/muon_adamw.hpp"
 #include "ringtrain/optim/schedule.hpp"
 #include "small_model.hpp"
@@ -93,6 +94,38 @@ BOOST_AUTO_TEST_CASE(groups_and_learning_rates_of_a_small_model) {
   BOOST_TEST(std::abs(opt.weight_decay_scaled() - 0.28 * b * 110100912.0 / d_model) < 1e-12);
   BOOST_TEST(std::abs(muon_shape_lr_factor(512, 128) - 2.0) < 1e-15);
   BOOST_TEST(muon_shape_lr_factor(128, 512) == 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(groups_agree_with_the_model_layout) {
+  // The model's own arena order and grouping (lm_head first, tables last), d2 and d3.
+  for (int64_t layers : {2, 3}) {
+    rt::model::ModelConfig cfg;
+    cfg.n_layer = layers;
+    cfg.n_embd = 128;
+    cfg.n_head = cfg.n_kv_head = 2;
+    cfg.head_dim = 64;
+    cfg.vocab_size = 512;
+    cfg.sequence_len = 64;
+    rt::model::ParamSet ps;
+    for (const auto& spec : rt::model::param_specs(cfg)) ps.add(spec.name, spec.shape);
+    ps.finalize();
+    MuonAdamW opt(ps, {8192, 100, cfg.n_embd, 0, 0});
+    std::vector<bool> is_muon(ps.all().size(), false);
+    for (const auto& m : opt.muon_matrices()) is_muon[m.param] = true;
+    int64_t d_model = 0;
+    for (size_t i = 0; i < ps.all().size(); ++i) {
+      const auto& p = ps.all()[i];
+      const auto g = rt::model::param_group(p.name);
+      BOOST_TEST_INFO(p.name);
+      BOOST_TEST(is_muon[i] == (g == rt::model::ParamGroup::transformer_matrices));
+      if (g == rt::model::ParamGroup::transformer_matrices || g == rt::model::ParamGroup::lm_head)
+        d_model += p.numel;
+    }
+    BOOST_TEST(d_model == scaling_param_count(layers, 128, 2, 2, 64, 512));
+    const double b = 0.125;
+    BOOST_TEST(std::abs(opt.weight_decay_scaled() - 0.28 * b * 110100912.0 / double(d_model)) <
+               1e-12);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(unknown_parameter_is_a_usage_error) {

@@ -6,8 +6,9 @@
 // with <|bos|> because every document does. inputs = row[:-1], targets = row[1:].
 //
 // Documents longer than T+1 tokens could otherwise only ever be used by cropping, which
-// would drop most of their tokens (about half of the kernel documentation is longer than
-// 2049 tokens). So, by default, such a document is cut into pieces: <|bos|> followed by
+// would drop most of their tokens: a quarter of the kernel documentation files are longer
+// than 2049 tokens, and at T = 2048 plain cropping dropped 36% of the tokens read, against
+// 1% with splitting (measured). So, by default, such a document is cut into pieces: <|bos|> followed by
 // the next T tokens of the document, and a last piece with the rest. Each piece then packs
 // like a document. Set split_long_docs = false for the spec's plain behaviour.
 //

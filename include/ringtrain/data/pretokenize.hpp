@@ -1,5 +1,5 @@
-// Splits text into the chunks that BPE works inside ("pre-tokenization"), with the GPT-4
-// style regex of the spec (numbers in groups of 1-2 digits), compiled once with PCRE2's JIT.
+// Splits text into the chunks that BPE works inside ("pre-tokenization"), with the
+// split regex of the spec (numbers in groups of 1-2 digits), compiled once with PCRE2's JIT.
 //
 // Byte-level text may hold invalid UTF-8. PCRE2 must only ever see valid UTF-8, so the text
 // is cut into maximal valid runs; the regex splits each run, and every invalid byte becomes a

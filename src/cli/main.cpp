@@ -7,6 +7,7 @@
 
 #include "ringtrain/cli/commands.hpp"
 #include "ringtrain/errors.hpp"
+#include "ringtrain/train/log.hpp"
 
 namespace {
 
@@ -72,10 +73,10 @@ int main(int argc, char** argv) {
   try {
     return dispatch(argc, argv);
   } catch (const rt::UsageError& e) {
-    std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+    std::fprintf(stderr, "%sringtrain: error: %s\n", rt::train::log_prefix().c_str(), e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+    std::fprintf(stderr, "%sringtrain: error: %s\n", rt::train::log_prefix().c_str(), e.what());
     return 1;
   }
 }

@@ -33,6 +33,8 @@ void log_set_rank(int rank, int world) {
   g_prefix = "[rank " + std::to_string(rank) + "/" + std::to_string(world) + "] ";
 }
 
+const std::string& log_prefix() { return g_prefix; }
+
 void logf(const char* fmt, ...) {
   char buf[4096];
   va_list ap;

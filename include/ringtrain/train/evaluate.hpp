@@ -17,8 +17,8 @@ struct EvalSums {
   double val_loss() const { return tokens > 0 ? nats_all / tokens : 0; }
 };
 
-// Evaluates this rank's share of the first `max_tokens` val tokens (rows of T, taken
-// `batch` rows at a time). Ranks add their sums before computing loss and bpb.
+// Evaluates this rank's share (every world-th row) of the first `max_tokens` val tokens, in
+// rows of T taken `batch` at a time. Ranks add their sums before computing loss and bpb.
 EvalSums evaluate(model::GPT& model, const std::shared_ptr<const data::Shard>& val,
                   const std::vector<int32_t>& token_bytes, uint32_t rank, uint32_t world,
                   int64_t T, int64_t batch, int64_t max_tokens);

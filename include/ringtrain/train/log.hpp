@@ -7,6 +7,8 @@
 namespace rt::train {
 
 void log_set_rank(int rank, int world);
+// "[rank R/W] " once log_set_rank was called, else "" (main() uses it for the final error).
+const std::string& log_prefix();
 // printf-style; a trailing newline is added.
 void logf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -103,6 +103,8 @@ class Trainer {
   void save_checkpoint(const char* why);
   void evaluate_and_log();
   void check_replicas();
+  void assign_muon_shards();
+  double step_sharded_optimizer(int64_t it);
   std::vector<RankStep> gather_step(const RankStep& mine);
   json status_json();
 
@@ -126,6 +128,8 @@ class Trainer {
   int64_t last_eval_step_ = -1;
   double peak_gflops_ = 0;
   int64_t flops_per_token_ = 0;
+  std::vector<std::vector<int>> muon_owned_;  // --sync grad: Muon matrices each rank orthogonalises
+  std::vector<float> bcast_buf_;
   data::LoaderState step_start_loader_;  // loader position after step_ steps
 
   // For `ringtrain status`, read on the communicator's thread.
@@ -298,6 +302,58 @@ void Trainer::check_replicas() {
                          "'s parameters differ from rank 0's; build every host with the same compiler and -Dnative=false, then --resume");
 }
 
+// Muon's orthogonalisation dominates the optimizer's cost, so with --sync grad each rank
+// orthogonalises only its share of the matrices (as nanochat's distributed optimizer does)
+// and then sends the updated matrices to the others. Shares are balanced by the cost of
+// Polar Express (rows * cols * min(rows, cols)), deterministically, so every rank agrees.
+void Trainer::assign_muon_shards() {
+  const auto& mats = opt_->muon_matrices();
+  std::vector<int> order(mats.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+  auto cost = [&](int i) { return double(mats[size_t(i)].rows) * double(mats[size_t(i)].cols) * double(std::min(mats[size_t(i)].rows, mats[size_t(i)].cols)); };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost(a) > cost(b); });
+  muon_owned_.assign(size_t(o_.world()), {});
+  std::vector<double> load(size_t(o_.world()), 0.0);
+  for (int i : order) {
+    const size_t r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    muon_owned_[r].push_back(i);
+    load[r] += cost(i);
+  }
+  for (auto& v : muon_owned_) std::sort(v.begin(), v.end());
+}
+
+// Returns the seconds spent sending and receiving the orthogonalised matrices.
+double Trainer::step_sharded_optimizer(int64_t it) {
+  opt_->step_adamw(it);
+  opt_->step_muon(it, muon_owned_[size_t(o_.rank)]);
+  const double t0 = now_s();
+  const auto& mats = opt_->muon_matrices();
+  auto& all = model_->params().all();
+  for (int owner = 0; owner < o_.world(); ++owner) {
+    int64_t n = 0;
+    for (int i : muon_owned_[size_t(owner)]) n += all[size_t(mats[size_t(i)].param)].numel;
+    bcast_buf_.resize(size_t(n));
+    float* at = bcast_buf_.data();
+    if (owner == o_.rank)
+      for (int i : muon_owned_[size_t(owner)]) {
+        const auto& p = all[size_t(mats[size_t(i)].param)];
+        std::memcpy(at, p.data, size_t(p.numel) * sizeof(float));
+        at += p.numel;
+      }
+    // Parameters always travel as float32: rounding them would make the replicas differ.
+    comm_->broadcast(bcast_buf_.data(), size_t(n), owner, net::Wire::F32);
+    if (owner != o_.rank) {
+      at = bcast_buf_.data();
+      for (int i : muon_owned_[size_t(owner)]) {
+        auto& p = all[size_t(mats[size_t(i)].param)];
+        std::memcpy(p.data, at, size_t(p.numel) * sizeof(float));
+        at += p.numel;
+      }
+    }
+  }
+  return now_s() - t0;
+}
+
 json Trainer::status_json() {
   std::lock_guard<std::mutex> lock(status_mu_);
   return status_;
@@ -377,6 +433,7 @@ int Trainer::run() {
   }
   resume_or_init();
   step_start_loader_ = loader_->state();
+  if (grad_sync_) assign_muon_shards();
   if (o_.rank == 0) metrics_.open(o_.metrics_path, o_.resume ? step_ : -1);
 
   const auto counts = model::count_params(cfg_);
@@ -413,6 +470,7 @@ int Trainer::run() {
   try {
   while (step_ < last_step && !stopping) {
     const double t0 = now_s();
+    const uint64_t synced_before = grad_sync_ ? grad_sync_->elements_synced() : 0;
     model_->params().zero_grad();
     double loss_sum = 0, comm_s = 0;
     for (int64_t m = 0; m < accum_; ++m) {
@@ -438,7 +496,8 @@ int Trainer::run() {
       grad_sync_->sync_rows(tables, model_->touched_tokens());
       comm_s += now_s() - t1;
     }
-    opt_->step(step_);
+    if (grad_sync_) comm_s += step_sharded_optimizer(step_);
+    else opt_->step(step_);
     ++step_;
     step_start_loader_ = loader_->state();  // the position that goes with step_ in a checkpoint
     if (param_sync_ && step_ % o_.sync_every == 0) {
@@ -470,7 +529,21 @@ int Trainer::run() {
       json per_rank = json::array();
       for (const auto& r : ranks) per_rank.push_back({{"step_s", r.step_s}, {"comm_s", r.comm_s}});
       rec["ranks"] = per_rank;
-      if (grad_sync_) rec["synced_floats"] = grad_sync_->elements_synced();
+      if (grad_sync_) {
+        // Bytes this rank sent in this step, from the ring algorithm: an all-reduce of n
+        // values sends 2(p-1)/p * n values; a broadcast forwards n values once.
+        const double p = o_.world(), wire = o_.wire_bf16 ? 2.0 : 4.0;
+        const double reduced = double(grad_sync_->elements_synced() - synced_before);
+        double bcast = 0;
+        for (int r = 0; r < o_.world(); ++r)
+          for (int i : muon_owned_[size_t(r)]) bcast += double(all[size_t(opt_->muon_matrices()[size_t(i)].param)].numel);
+        rec["bytes_sent"] = 2.0 * (p - 1) / p * reduced * wire + bcast * 4.0 * (p - 1) / p;
+      } else if (param_sync_ && step_ % o_.sync_every == 0) {
+        const double p = o_.world(), wire = o_.wire_bf16 ? 2.0 : 4.0;
+        rec["bytes_sent"] = 2.0 * (p - 1) / p * double(model_->params().size()) * wire;
+      } else {
+        rec["bytes_sent"] = 0.0;
+      }
     }
     metrics_.write(rec);
     {

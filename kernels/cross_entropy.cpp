@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ringtrain/kernels/fastmath.hpp"
 #include "ringtrain/kernels/matmul.hpp"
@@ -22,27 +23,34 @@ double softcap_xent_rows(float* logits, int64_t rows, int64_t V, const int32_t* 
       if (want_grad) std::fill(z, z + V, 0.0f);
       continue;
     }
-    // |z| <= cap, so exp(z - cap) neither overflows nor needs a running max.
+    // Pass 1: t = tanh(l / cap) into the logits, e = exp(cap * t - cap) into a row
+    // buffer (|cap * t| <= cap, so no running max is needed and nothing overflows).
+    thread_local std::vector<float> ebuf;
+    if (int64_t(ebuf.size()) < V) ebuf.resize(V);
+    float* e = ebuf.data();
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < V; ++j) {
-      const float c = cap * fast_tanh(z[j] * inv_cap);
-      z[j] = c;
-      sum += fast_exp(c - cap);
+      const float t = fast_tanh(z[j] * inv_cap);
+      z[j] = t;
+      const float ej = fast_exp(cap * t - cap);
+      e[j] = ej;
+      sum += ej;
     }
     const float lse = cap + std::log(sum);
-    const float loss = lse - z[y];
+    const float loss = lse - cap * z[y];
     if (losses) losses[r] = loss;
     total += loss;
-    if (!want_grad) continue;
-    // d/dl = (softmax(z) - onehot) * (1 - (z/cap)^2), times grad_scale.
-    const float zy = z[y];
+    if (!want_grad) {
 #pragma omp simd
-    for (int64_t j = 0; j < V; ++j) {
-      const float t = z[j] * inv_cap;
-      z[j] = grad_scale * fast_exp(z[j] - lse) * (1.0f - t * t);
+      for (int64_t j = 0; j < V; ++j) z[j] *= cap;
+      continue;
     }
-    const float ty = zy * inv_cap;
+    // Pass 2: d/dl = (softmax - onehot) * (1 - t^2) * grad_scale; softmax = e / sum.
+    const float ty = z[y];
+    const float w = grad_scale / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < V; ++j) z[j] = w * e[j] * (1.0f - z[j] * z[j]);
     z[y] -= grad_scale * (1.0f - ty * ty);
   }
   return total;

@@ -9,7 +9,9 @@
 namespace rt::kernels {
 
 inline float fast_exp(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  // Plain comparisons, not fmin/fmax: those are library calls unless NaNs are ruled out.
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
   const float n = std::floor(x * 1.44269504088896341f + 0.5f);
   float r = x - n * 0.693145751953125f;  // ln2 split in a high and a low part
   r = r - n * 1.428606765330187e-06f;
@@ -31,7 +33,7 @@ inline float fast_exp(float x) {
 inline float fast_tanh(float y) {
   const float a = std::fabs(y);
   const float t = 1.0f - 2.0f / (fast_exp(2.0f * a) + 1.0f);
-  return y < 0.0f ? -t : t;
+  return std::copysign(t, y);
 }
 
 }  // namespace rt::kernels

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "handshake.hpp"
@@ -17,7 +18,17 @@
 namespace rt::net {
 namespace {
 
-constexpr int kDataHighWaterMark = 8;  // chunks queued per direction: bounds memory in flight
+// Chunks queued per direction: bounds memory in flight (about 2 x this x chunk bytes).
+// RINGTRAIN_NET_HWM and RINGTRAIN_NET_IO_THREADS override the defaults, for tuning runs.
+int data_high_water_mark() {
+  const char* e = std::getenv("RINGTRAIN_NET_HWM");
+  return e ? std::atoi(e) : 16;
+}
+// Sending and receiving each get a ZeroMQ I/O thread when both directions are busy.
+int io_threads() {
+  const char* e = std::getenv("RINGTRAIN_NET_IO_THREADS");
+  return e ? std::atoi(e) : 2;
+}
 constexpr int64_t kMaxControlBytes = 1 << 20;
 
 std::string fmt_seconds(double s) {
@@ -57,7 +68,7 @@ bool send_frame(zmq::socket_t& s, const void* data, size_t size, int flags) {
 
 }  // namespace
 
-Transport::Transport(CommOptions options) : opt_(std::move(options)), ctx_(1) {
+Transport::Transport(CommOptions options) : opt_(std::move(options)), ctx_(io_threads()) {
   const int n = world();
   if (n < 1) throw UsageError("--peers is empty; list HOST:PORT of every rank in rank order");
   if (opt_.rank < 0 || opt_.rank >= n)
@@ -132,7 +143,7 @@ void Transport::bind_router() {
   router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
   set_common_options(router_);
   router_.set(zmq::sockopt::router_mandatory, 1);  // a full or missing peer is an error, not a silent drop
-  router_.set(zmq::sockopt::sndhwm, kDataHighWaterMark);
+  router_.set(zmq::sockopt::sndhwm, data_high_water_mark());
   router_.set(zmq::sockopt::maxmsgsize, kMaxControlBytes);
   const PeerAddress& me = opt_.peers[rank()];
   const std::string host = numeric_host(me.host);
@@ -166,7 +177,7 @@ void Transport::connect_dealers() {
     d = zmq::socket_t(ctx_, zmq::socket_type::dealer);
     set_common_options(d);
     d.set(zmq::sockopt::routing_id, identity);
-    d.set(zmq::sockopt::rcvhwm, kDataHighWaterMark);
+    d.set(zmq::sockopt::rcvhwm, data_high_water_mark());
     d.set(zmq::sockopt::reconnect_ivl, 100);
     d.set(zmq::sockopt::reconnect_ivl_max, 1000);
     try {

@@ -104,7 +104,7 @@ int cmd_bench_allreduce(int argc, char** argv) {
       ("warmup", "untimed runs per size", cxxopts::value<int>()->default_value("1"))
       ("wire", "f32 or bf16 on the wire", cxxopts::value<std::string>()->default_value("f32"))
       ("op", "sum or avg", cxxopts::value<std::string>()->default_value("sum"))
-      ("chunk-bytes", "pipeline chunk", cxxopts::value<std::string>()->default_value("1M"))
+      ("chunk-bytes", "pipeline chunk", cxxopts::value<std::string>()->default_value("256K"))
       ("job", "job id (must match on every rank)", cxxopts::value<std::string>()->default_value("bench-allreduce"))
       ("connect-timeout", "seconds to wait for every rank", cxxopts::value<double>()->default_value("120"))
       ("peer-timeout", "seconds of silence before a peer counts as lost", cxxopts::value<double>()->default_value("15"))

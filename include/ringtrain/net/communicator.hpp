@@ -59,7 +59,9 @@ struct CommOptions {
   // No progress at all in one collective for this long is an error (a live rank that
   // never calls the collective). 0 disables it.
   double stall_timeout_s = 900;
-  size_t chunk_bytes = 1 << 20;  // pipeline unit of the ring, in float32 bytes
+  // Pipeline unit of the ring, in float32 bytes. Small enough that the pipeline fills and
+  // drains quickly (a 1 Gbit/s link sends 256 KiB in 2 ms), large enough for loopback.
+  size_t chunk_bytes = 256 << 10;
   ServiceHandler service_handler;  // optional, may also be set later
 };
 

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# ringtrain's ring all-reduce against torch.distributed's Gloo, side by side, and one table.
+#
+#   sudo tools/bench_allreduce_compare.sh [--sizes 1M,16M,64M,256M] [--rate 1gbit] [--ranks 2]
+#                                         [--no-loopback] [--gloo-timeout 60]
+#
+# Settings, each with both implementations:
+#   - loopback (127.0.0.1, no limit);
+#   - N network-namespace hosts on a bridge, every link shaped to --rate (tools/netns/hosts.sh);
+#   - the same hosts with the user's firewall: policy drop, only TCP 29500-29510 open.
+#     Gloo opens ephemeral ports there and hangs; it is killed after --gloo-timeout seconds
+#     and reported as "hangs (blocked by firewall)".
+# ringtrain runs with f32 and with bf16 on the wire. Needs root (namespaces), build/ringtrain
+# (or RINGTRAIN_BIN) and /usr/bin/python3 with torch.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=${RINGTRAIN_BIN:-build/ringtrain}
+py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
+sizes=1M,16M,64M,256M rate=1gbit ranks=2 loopback=1 gloo_timeout=60
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sizes) sizes=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
+    --no-loopback) loopback=0; shift ;;
+    --gloo-timeout) gloo_timeout=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ -x "$bin" ] || { echo "no $bin; build first (meson compile -C build)" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "needs root for network namespaces" >&2; exit 2; }
+
+prefix="rtb$$x"
+out=$(mktemp -d)
+hosts() { tools/netns/hosts.sh "$@"; }
+cleanup() { hosts down "$prefix" "$ranks" >/dev/null 2>&1; rm -rf "$out"; }
+trap cleanup EXIT
+
+# run_job NAME TIMEOUT CMD-FOR-RANK... : starts one command per rank (given as a function
+# of the rank), waits up to TIMEOUT seconds, keeps rank 0's stdout in $out/NAME.
+run_job() {
+  local name=$1 limit=$2 make=$3 pids=() r
+  for r in $(seq 0 $((ranks - 1))); do
+    $make "$r" >"$out/$name.$r" 2>"$out/$name.$r.err" &
+    pids+=($!)
+  done
+  local deadline=$((SECONDS + limit)) status=ok
+  for p in "${pids[@]}"; do
+    while kill -0 "$p" 2>/dev/null; do
+      if [ $SECONDS -ge $deadline ]; then status=timeout; break; fi
+      sleep 0.5
+    done
+  done
+  if [ $status = timeout ]; then
+    for p in "${pids[@]}"; do pkill -9 -P "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
+  fi
+  wait 2>/dev/null
+  cp "$out/$name.0" "$out/$name"
+  echo $status >"$out/$name.status"
+}
+
+peers_ns() { local s="" r; for r in $(seq 0 $((ranks - 1))); do s+="${s:+,}$(hosts addr "$r"):$((29500 + r))"; done; echo "$s"; }
+peers_lo() { local s="" r; for r in $(seq 0 $((ranks - 1))); do s+="${s:+,}127.0.0.1:$((29600 + r))"; done; echo "$s"; }
+
+rt_lo_f32() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json; }
+rt_lo_bf16() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --wire bf16; }
+gloo_lo() { "$py" tools/bench_allreduce_gloo.py --rank "$1" --world "$ranks" --master 127.0.0.1:29650 --sizes "$sizes" --json; }
+rt_ns_f32() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json; }
+rt_ns_bf16() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --wire bf16; }
+gloo_ns() {
+  ip netns exec "${prefix}h$1" "$py" tools/bench_allreduce_gloo.py --rank "$1" --world "$ranks" \
+    --master "$(hosts addr 0):29510" --ifname eth0 --sizes "$sizes" --json --timeout "$gloo_timeout"
+}
+
+echo "# machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); sizes $sizes; $ranks ranks" >&2
+if [ $loopback = 1 ]; then
+  echo "# loopback ..." >&2
+  run_job lo_rt_f32 900 rt_lo_f32
+  run_job lo_rt_bf16 900 rt_lo_bf16
+  run_job lo_gloo 900 gloo_lo
+fi
+echo "# namespaces, $rate links ..." >&2
+hosts up "$prefix" "$ranks" --rate "$rate"
+run_job ns_rt_f32 900 rt_ns_f32
+run_job ns_rt_bf16 900 rt_ns_bf16
+run_job ns_gloo 900 gloo_ns
+echo "# namespaces, $rate links, firewall: only TCP 29500-29510 open ..." >&2
+hosts firewall "$prefix" "$ranks" 29500-29510
+run_job fw_rt_f32 900 rt_ns_f32
+run_job fw_gloo "$gloo_timeout" gloo_ns
+
+# Line rate in MB/s (10^6 bytes) from the tc rate: 1gbit -> 125.
+case "$rate" in
+  *gbit) line_MBps=$(awk -v r="${rate%gbit}" 'BEGIN{print r*1000/8}') ;;
+  *mbit) line_MBps=$(awk -v r="${rate%mbit}" 'BEGIN{print r/8}') ;;
+  *) echo "--rate must end in gbit or mbit" >&2; exit 2 ;;
+esac
+"$py" - "$out" "$line_MBps" "$loopback" <<'PY'
+import json, os, sys
+out, line, loopback = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "1"
+rows = [("loopback", "none", "lo_rt_f32", "ringtrain", "f32"), ("loopback", "none", "lo_rt_bf16", "ringtrain", "bf16"),
+        ("loopback", "none", "lo_gloo", "gloo", "f32")] if loopback else []
+rows += [("netns %.0f MB/s" % line, "none", "ns_rt_f32", "ringtrain", "f32"),
+         ("netns %.0f MB/s" % line, "none", "ns_rt_bf16", "ringtrain", "bf16"),
+         ("netns %.0f MB/s" % line, "none", "ns_gloo", "gloo", "f32"),
+         ("netns %.0f MB/s" % line, "29500-29510", "fw_rt_f32", "ringtrain", "f32"),
+         ("netns %.0f MB/s" % line, "29500-29510", "fw_gloo", "gloo", "f32")]
+print("| link | firewall | impl | wire | bytes | time ms | algbw MB/s | busbw MB/s | busbw % of line |")
+print("|---|---|---|---|---:|---:|---:|---:|---:|")
+for link, fw, name, impl, wire in rows:
+    status = open(os.path.join(out, name + ".status")).read().strip()
+    results = [json.loads(l) for l in open(os.path.join(out, name)) if l.startswith("{")]
+    if not results:
+        err = open(os.path.join(out, name + ".0.err")).read().strip().splitlines()
+        if status == "timeout" and fw != "none":
+            why = "hangs (blocked by firewall)"
+        else:
+            why = "failed: " + (err[-1] if err else status)
+        print("| %s | %s | %s | %s | - | - | - | - | %s |" % (link, fw, impl, wire, why))
+        continue
+    for r in results:
+        pct = "%.0f%%" % (100 * r["busbw_MBps"] / line) if link.startswith("netns") else "-"
+        print("| %s | %s | %s | %s | %d | %.2f | %.1f | %.1f | %s |" % (link, fw, impl, wire, r["bytes"], r["time_s"] * 1e3,
+                                                                     r["algbw_MBps"], r["busbw_MBps"], pct))
+PY

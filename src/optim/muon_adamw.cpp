@@ -2,6 +2,8 @@
 // The math of each update lives in adamw.cpp and muon.cpp.
 #include "ringtrain/optim/muon_adamw.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "ringtrain/errors.hpp"
@@ -108,15 +110,23 @@ void MuonAdamW::step_adamw(int64_t it) {
 void MuonAdamW::step_muon(int64_t it, const std::vector<int>& matrix_indices) {
   const ScheduleValues sv = schedule(it);
   const MuonHyper h{muon_lr_ * sv.lr_multiplier, sv.muon_momentum, sv.muon_weight_decay, 0.9};
-  auto& all = params_.all();
-  for (int k : matrix_indices) {
+  for (int k : matrix_indices)
     if (k < 0 || size_t(k) >= muon_.size())
       throw RuntimeError("step_muon: matrix index " + std::to_string(k) + " out of range 0.." +
                          std::to_string(muon_.size()) + "; use indices of muon_matrices()");
+  auto& all = params_.all();
+  // Matrices in parallel, one thread each (gemm and the elementwise loops run single-threaded
+  // inside this region): far fewer fork-joins than splitting every small product over all
+  // threads, and each matrix's result does not depend on the thread count or the subset.
+  const int threads = std::max(1, std::min(omp_get_max_threads(), int(matrix_indices.size())));
+  if (int(workspaces_.size()) < threads) workspaces_.resize(size_t(threads));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (size_t j = 0; j < matrix_indices.size(); ++j) {
+    const int k = matrix_indices[j];
     const MuonMatrix& mm = muon_[k];
     model::Param& p = all[mm.param];
     muon_update(p.data, p.grad, muon_state_[k].momentum.data(), muon_state_[k].variance.data(),
-                mm.rows, mm.cols, h, workspace_);
+                mm.rows, mm.cols, h, workspaces_[size_t(omp_get_thread_num())]);
   }
 }
 

@@ -53,7 +53,7 @@ class MuonAdamW {
   void step(int64_t it);
   // Only the AdamW groups.
   void step_adamw(int64_t it);
-  // Only the listed Muon matrices (indices into muon_matrices()), one after another.
+  // Only the listed Muon matrices (indices into muon_matrices()), spread over the threads.
   void step_muon(int64_t it, const std::vector<int>& matrix_indices);
 
   const std::vector<MuonMatrix>& muon_matrices() const { return muon_; }
@@ -85,7 +85,7 @@ class MuonAdamW {
   std::vector<AdamWState> adamw_state_;   // per ParamSet index (empty for Muon matrices)
   std::vector<MuonMatrix> muon_;
   std::vector<MuonState> muon_state_;     // per muon_ entry
-  MuonWorkspace workspace_;
+  std::vector<MuonWorkspace> workspaces_;  // one per OpenMP thread
 };
 
 }  // namespace rt::optim

@@ -147,6 +147,30 @@ BOOST_AUTO_TEST_CASE(finite_differences_on_sampled_parameters) {
   BOOST_TEST(checked > 20);
 }
 
+BOOST_AUTO_TEST_CASE(last_position_logits_match_the_loss) {
+  GPT m(tiny());
+  m.init_weights(18);
+  perturb(m, 19);
+  const int64_t B = 2, T = 11, V = 97;
+  auto idx = random_ids(B * T, V, 20);
+  std::vector<int32_t> tgt(B * T, -1);
+  tgt[T - 1] = 7;
+  tgt[2 * T - 1] = 42;
+  std::vector<float> losses(B * T), logits(B * V);
+  m.forward(idx.data(), tgt.data(), B, T, losses.data(), false);
+  m.forward_last_logits(idx.data(), B, T, logits.data());
+  for (int64_t b = 0; b < B; ++b) {
+    double mx = -1e30, s = 0;
+    for (int64_t j = 0; j < V; ++j) {
+      BOOST_TEST(std::abs(logits[b * V + j]) <= 15.0f);
+      mx = std::max(mx, double(logits[b * V + j]));
+    }
+    for (int64_t j = 0; j < V; ++j) s += std::exp(logits[b * V + j] - mx);
+    const double want = mx + std::log(s) - logits[b * V + tgt[(b + 1) * T - 1]];
+    BOOST_TEST(std::abs(losses[(b + 1) * T - 1] - want) < 1e-4, "row " << b);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_inputs_are_usage_errors) {
   GPT m(tiny());
   std::vector<int32_t> idx(16, 5), tgt(16, 5);

@@ -1,4 +1,4 @@
-"""nanochat base GPT, written out op by op from /work/shared/spec/nanochat-model.md.
+"""nanochat base GPT, written out op by op from the nanochat model specification.
 
 PyTorch 1.13 has no F.rms_norm and no F.scaled_dot_product_attention, so both are
 written here. Parameter names match nanochat's state_dict keys exactly.

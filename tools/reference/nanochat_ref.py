@@ -134,7 +134,7 @@ def cmd_optim(args):
     for i, grads in enumerate(steps):
         lrm, mom, wd = opt.scheduled_step(args.start_step + i, args.num_iterations, grads)
         for name, p in params.items():
-            out[f"step{i}.{name}"] = as_numpy(p, torch.float32)
+            out[f"step{i}.{name}"] = as_numpy(p, torch.float32).copy()  # a snapshot, not a view of the live tensor
         out[f"step{i}.lr_mult"] = np.array([lrm], dtype=np.float32)
         out[f"step{i}.muon_momentum"] = np.array([mom], dtype=np.float32)
         out[f"step{i}.muon_wd"] = np.array([wd], dtype=np.float32)

@@ -1,4 +1,4 @@
-"""nanochat's MuonAdamW and its three schedules, from /work/shared/spec/nanochat-model.md.
+"""nanochat's MuonAdamW and its three schedules, from the nanochat model specification.
 
 All math is float32 (nanochat runs the polar iteration in bf16 on GPUs; here it is f32).
 Every matrix is processed on its own (nanochat stacks same-shape matrices, which

@@ -65,7 +65,7 @@ case "$cmd" in
         ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
         ip netns exec "$sw" tc qdisc add dev "${prefix}p$i" root tbf rate "$rate" burst 256kb latency 50ms
       fi
-      [ -n "$range" ] && firewall "$ns" "$range"
+      if [ -n "$range" ]; then firewall "$ns" "$range"; fi
     done
     ;;
   firewall)

@@ -39,21 +39,22 @@ std::string fmt_seconds(double s) {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// The numeric address to bind for `host` (ZeroMQ binds interfaces and literals, not names).
+// The numeric address of `host`, bracketed if IPv6. Binding and connecting both use it
+// (ZeroMQ binds only literals), with one rule on every host so that all ranks agree: a
+// name means its IPv4 address when it has one, else its IPv6 address.
 std::string numeric_host(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res)
-    throw UsageError("cannot resolve host '" + host + "' of this rank's --peers entry; use an IP address or a name this host resolves");
-  char buf[NI_MAXHOST];
-  int rc = getnameinfo(res->ai_addr, res->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST);
-  bool v6 = res->ai_family == AF_INET6;
-  freeaddrinfo(res);
-  if (rc != 0) throw UsageError("cannot resolve host '" + host + "' of this rank's --peers entry");
-  std::string s = buf;
-  return v6 ? "[" + s + "]" : s;
+  for (int family : {AF_INET, AF_INET6}) {
+    addrinfo hints{};
+    hints.ai_family = family;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) continue;
+    char buf[NI_MAXHOST];
+    int rc = getnameinfo(res->ai_addr, res->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST);
+    freeaddrinfo(res);
+    if (rc == 0) return family == AF_INET6 ? "[" + std::string(buf) + "]" : std::string(buf);
+  }
+  throw UsageError("cannot resolve host '" + host + "' of --peers; use an IP address or a name every host resolves");
 }
 
 void set_common_options(zmq::socket_t& s) {
@@ -181,7 +182,7 @@ void Transport::connect_dealers() {
     d.set(zmq::sockopt::reconnect_ivl, 100);
     d.set(zmq::sockopt::reconnect_ivl_max, 1000);
     try {
-      d.connect(opt_.peers[p].endpoint());
+      d.connect("tcp://" + numeric_host(opt_.peers[p].host) + ":" + std::to_string(opt_.peers[p].port));
     } catch (const zmq::error_t& e) {
       throw UsageError("cannot use " + describe(p) + " as a peer address: " + e.what());
     }

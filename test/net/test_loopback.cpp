@@ -39,6 +39,19 @@ BOOST_AUTO_TEST_CASE(bf16_within_rounding_bound) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(ipv6_literals_and_host_names) {
+  const int base = port_base(1);
+  for (std::string host : {"[::1]", "localhost"}) {
+    std::string peers = host + ":" + std::to_string(base) + "," + host + ":" + std::to_string(base + 1);
+    auto procs = spawn_ranks(2, peers, "hello");
+    wait_all(procs, 60);
+    for (auto& p : procs) {
+      BOOST_TEST_INFO(host << ": " << p.err());
+      BOOST_TEST(p.exit_code == 0);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bench_allreduce_reports_checked_results) {
   std::string peers = loopback_peers(2, port_base(0));
   std::vector<Proc> procs;

@@ -12,10 +12,15 @@
 
 namespace rt::cli {
 
+namespace {
+const char* const kExample =
+    "example:\n  ringtrain data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out data/kdoc --vocab 32768 --threads 2\n";
+}  // namespace
+
 int cmd_data(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "prepare") != 0) {
     if (argc >= 2 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
-      std::printf("usage: ringtrain data prepare --input PATH... --out DIR [--vocab V] ...\n");
+      std::printf("usage: ringtrain data prepare --input PATH... --out DIR [--vocab V] ...\n\n%s", kExample);
       return 0;
     }
     throw UsageError("data needs a subcommand: 'ringtrain data prepare --input PATH... --out DIR'");
@@ -62,7 +67,7 @@ int cmd_data(int argc, char** argv) {
     throw UsageError(std::string(e.what()) + "; see 'ringtrain data prepare --help'");
   }
   if (r.count("help")) {
-    std::printf("%s\n", options.help().c_str());
+    std::printf("%s\n%s", options.help().c_str(), kExample);
     return 0;
   }
   if (!r.unmatched().empty()) throw UsageError("unexpected argument '" + r.unmatched()[0] + "'; see --help");

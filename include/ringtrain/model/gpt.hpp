@@ -1,6 +1,7 @@
 // The nanochat GPT on CPU: parameters in one arena (see layout.hpp for the order),
 // activations in one arena sized once by reserve(), forward returning the loss, and a
 // backward that adds into the gradient arena and reports each range as it becomes final.
+// All work runs on the caller's OpenMP threads (set them with omp_set_num_threads).
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,9 +15,14 @@ struct Run {
   std::string out;
 };
 
-Run run(const std::string& args) {
+std::string binary() {
   const char* bin = std::getenv("RINGTRAIN_BIN");
-  const std::string cmd = std::string(bin ? bin : "build/ringtrain") + " " + args + " 2>/dev/null";
+  return bin ? bin : "build/ringtrain";
+}
+
+Run run(const std::string& args) {
+  BOOST_TEST_REQUIRE(access(binary().c_str(), X_OK) == 0, binary() << " is missing; build the ringtrain target first");
+  const std::string cmd = binary() + " " + args + " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Does a second host add throughput? d8 (batch 2 x 1024 per rank) trained by ringtrain and
+# by the PyTorch DDP + Gloo baseline, on simulated hosts: network namespaces on a bridge,
+# every link shaped to 1 Gbit/s, each rank pinned to its own core with one thread.
+#
+#   sudo tools/bench_scaling.sh [--steps 8] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR]
+#
+# Runs, one after another (medians of the steps after the warm-up):
+#   ringtrain, 1 rank                      (the baseline: one host, one core)
+#   ringtrain, 2 ranks, --sync grad        (firewall: policy drop, only TCP 29500-29510 open)
+#   ringtrain, 2 ranks, --sync avg --sync-every 8                      (same firewall)
+#   PyTorch DDP + Gloo, 2 ranks            (same firewall: it cannot connect; killed after --gloo-timeout)
+#   PyTorch, 1 rank; PyTorch DDP + Gloo, 2 ranks   (firewall off)
+# and prints one table. Nothing else should run on the machine meanwhile.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
+py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
+steps=8 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) steps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --depth) depth=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    --gloo-timeout) gloo_timeout=$2; shift 2 ;;
+    *) echo "bench_scaling: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" = 0 ] || { echo "bench_scaling: needs root (network namespaces)" >&2; exit 2; }
+work=$(mktemp -d /tmp/rt-scaling.XXXXXX)
+prefix=rtsc$$
+hosts() { bash tools/netns/hosts.sh "$@"; }
+cleanup() { hosts down "$prefix" 2 >/dev/null 2>&1; }
+trap cleanup EXIT
+if [ -z "$data" ]; then
+  data=data/kdoc-32768
+  [ -f "$data/meta.json" ] || "$bin" data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out "$data" --vocab 32768 --threads 2 --quiet
+fi
+data=$(cd "$data" && pwd)
+hosts up "$prefix" 2 --rate "$rate" --firewall 29500-29510
+a0=$(hosts addr 0) a1=$(hosts addr 1)
+in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"; }
+
+# Median tok/s of the step records after the warm-up in a metrics file (ringtrain) or a
+# JSON-lines stdout (PyTorch).
+median() {
+  "$py" - "$1" "$warmup" <<'PY'
+import json, sys, statistics
+recs = []
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("{"):
+        r = json.loads(line)
+        if "tok_per_s" in r and "val_bpb" not in r:
+            recs.append(r)
+recs = recs[int(sys.argv[2]):]
+if not recs:
+    print("-"); sys.exit()
+print("%.1f %.2f" % (statistics.median(r["tok_per_s"] for r in recs), statistics.median(r.get("comm_s", 0) for r in recs)))
+PY
+}
+
+common=(train --data "$data" --depth "$depth" --seq-len 1024 --device-batch 2 --steps 1000 --stop-after "$((steps + warmup))"
+        --eval-every 0 --eval-tokens 1024 --threads 1 --no-progress)
+run_rt() {  # name, then extra flags; 0 ranks means one process without --peers
+  local name=$1 world=$2; shift 2
+  local out=$work/$name
+  if [ "$world" = 1 ]; then
+    in_host 0 "$bin" "${common[@]}" --out "$out" > "$work/$name.log" 2>&1
+  else
+    local peers="$a0:29500,$a1:29500"
+    in_host 1 "$bin" "${common[@]}" --out "$out" --rank 1 --peers "$peers" "$@" > "$work/$name.r1.log" 2>&1 &
+    in_host 0 "$bin" "${common[@]}" --out "$out" --rank 0 --peers "$peers" "$@" > "$work/$name.log" 2>&1
+    wait
+  fi
+  median "$out/metrics.jsonl"
+}
+
+run_torch() {  # name, world, seconds before the run is killed
+  local name=$1 world=$2 limit=$3
+  local args=(tools/reference/nanochat_ref.py train-ddp --world-size "$world" --master-addr "$a0" --master-port 29500
+              --ifname eth0 --depth "$depth" --device-batch 2 --seq-len 1024 --steps "$((steps + warmup))" --threads 1
+              --data "$data/train.bin" --timeout "$gloo_timeout")
+  for r in $(seq $((world - 1)) -1 1); do
+    in_host "$r" timeout "$limit" "$py" "${args[@]}" --rank "$r" > "$work/$name.r$r.log" 2>&1 &
+  done
+  in_host 0 timeout "$limit" "$py" "${args[@]}" --rank 0 > "$work/$name.log" 2>&1
+  local rc=$?
+  wait
+  if [ $rc != 0 ]; then echo "fails (exit $rc)"; else median "$work/$name.log"; fi
+}
+
+echo "bench_scaling: d$depth, batch 2 x 1024 per rank, 1 thread per rank, $rate links; work dir $work" >&2
+rt1=$(run_rt rt-1rank 1)
+rtg=$(run_rt rt-grad 2 --sync grad)
+rta=$(run_rt rt-avg8 2 --sync avg --sync-every 8)
+pt_fw=$(run_torch pt-ddp-firewall 2 "$gloo_timeout")
+[[ "$pt_fw" == fails* || "$pt_fw" == "-" ]] && pt_fw="cannot start: blocked by the firewall (killed after ${gloo_timeout}s)"
+hosts firewall "$prefix" 2 off
+pt1=$(run_torch pt-1rank 1 3600)
+pt2=$(run_torch pt-ddp 2 3600)
+
+ratio() { "$py" -c "import sys; a=sys.argv[1].split()[0]; b=sys.argv[2].split()[0]; print('%.2fx' % (float(a)/float(b)) if a not in '-' and b not in '-' else '-')" "$1" "$2" 2>/dev/null || echo -; }
+printf '\n| run | firewall (29500-29510 only) | tok/s (median) | network s/step not hidden | vs 1 rank |\n|---|---|---|---|---|\n'
+printf '| ringtrain, 1 rank | - | %s | - | 1.00x |\n' "${rt1% *}"
+printf '| ringtrain, 2 ranks, --sync grad | on | %s | %s | %s |\n' "${rtg% *}" "${rtg#* }" "$(ratio "$rtg" "$rt1")"
+printf '| ringtrain, 2 ranks, --sync avg --sync-every 8 | on | %s | %s | %s |\n' "${rta% *}" "${rta#* }" "$(ratio "$rta" "$rt1")"
+printf '| PyTorch DDP + Gloo, 2 ranks | on | %s | - | - |\n' "$pt_fw"
+printf '| PyTorch, 1 rank | off | %s | - | 1.00x |\n' "${pt1% *}"
+printf '| PyTorch DDP + Gloo, 2 ranks | off | %s | - | %s |\n' "${pt2% *}" "$(ratio "$pt2" "$pt1")"
+printf '| ringtrain 2 ranks grad vs PyTorch DDP 2 ranks | | | | %s |\n' "$(ratio "$rtg" "$pt2")"

@@ -146,6 +146,18 @@ BOOST_AUTO_TEST_CASE(status_and_stop_on_the_job_port_then_resume) {
   BOOST_TEST(traintest::losses(run_dir("stop") + "/metrics.jsonl").size() == size_t(s0 + 2));
 }
 
+BOOST_AUTO_TEST_CASE(sigterm_on_one_rank_stops_the_job_cleanly) {
+  const int port = nettest::port_base(3) + 2;
+  auto ranks = start_ranks("term", {2, 2}, port, {"--steps", "5000", "--eval-every", "0"});
+  BOOST_REQUIRE(wait_for_steps(run_dir("term") + "/metrics.jsonl", 2, 120));
+  ::kill(ranks[1].pid, SIGTERM);
+  nettest::wait_all(ranks, 120);
+  require_all_ok(ranks);
+  const int s0 = newest_step(run_dir("term"), 0);
+  BOOST_TEST(s0 >= 2);
+  BOOST_TEST(s0 == newest_step(run_dir("term"), 1));
+}
+
 BOOST_AUTO_TEST_CASE(killed_rank_stops_the_others_with_a_checkpoint) {
   const int port = nettest::port_base(1) + 3;
   const std::vector<std::string> long_run = {"--steps", "5000", "--eval-every", "0", "--save-every", "2"};

@@ -245,6 +245,17 @@ void GPT::reserve(int64_t B, int64_t T) {
 
 int64_t GPT::activation_bytes() const { return impl_->arena_floats * int64_t(sizeof(float)); }
 
+int64_t GPT::activation_bytes_for(int64_t B, int64_t T) {
+  Impl& m = *impl_;
+  Carver measure;
+  m.carve(measure, B * T);  // measuring nulls the views into the arena...
+  if (m.arena) {
+    Carver cv{m.arena.get(), 0};
+    m.carve(cv, m.cap_tokens);  // ...so lay them out again over the existing arena
+  }
+  return measure.used * int64_t(sizeof(float));
+}
+
 const std::vector<int32_t>& GPT::touched_tokens() const { return impl_->groups.unique_ids; }
 
 namespace {

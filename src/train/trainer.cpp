@@ -103,6 +103,7 @@ class Trainer {
   void save_checkpoint(const char* why);
   void evaluate_and_log();
   void check_replicas();
+  void check_memory();
   void assign_muon_shards();
   double step_sharded_optimizer(int64_t it);
   std::vector<RankStep> gather_step(const RankStep& mine);
@@ -289,6 +290,44 @@ void Trainer::evaluate_and_log() {
   metrics_.write({{"step", step_}, {"tokens", tokens_seen_}, {"val_loss", s.val_loss()}, {"val_bpb", last_val_bpb_}});
 }
 
+// Bytes of memory the system can still give us (MemAvailable), or -1 if unknown.
+int64_t available_memory() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return -1;
+  char line[256];
+  int64_t kb = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %ld kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb < 0 ? -1 : kb * 1024;
+}
+
+// Parameters, gradients and optimizer state exist by now; what the step still needs is the
+// activation arena for the device batch and the sync buffers. Refuse up front, with the
+// largest batch that fits, rather than die of OOM in the middle of a run.
+void Trainer::check_memory() {
+  const int64_t avail = available_memory();
+  if (avail < 0) return;
+  const double P = double(model_->params().size()) * sizeof(float);
+  const double sync = o_.sync == SyncMode::Diloco ? 3 * P : o_.distributed() ? P : 0;
+  auto need = [&](int64_t b) { return double(model_->activation_bytes_for(b, o_.seq_len)) + sync; };
+  const double budget = 0.9 * double(avail);
+  if (need(o_.device_batch) <= budget) return;
+  int64_t lo = 0, hi = o_.device_batch;  // largest b with need(b) <= budget is in [lo, hi)
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    (need(mid) <= budget ? lo : hi) = mid;
+  }
+  char msg[512];
+  std::snprintf(msg, sizeof msg,
+                "--device-batch %lld at --seq-len %lld needs about %.1f GB more memory, but %.1f GB is available; "
+                "%s (use --total-batch to keep the tokens per step)",
+                (long long)o_.device_batch, (long long)o_.seq_len, need(o_.device_batch) / 1e9, double(avail) / 1e9,
+                lo > 0 ? ("the largest device batch that fits is " + std::to_string(lo)).c_str()
+                       : "even a device batch of 1 does not fit: use a smaller --seq-len or model");
+  throw UsageError(msg);
+}
+
 // With --sync grad every rank applies the same update to the same parameters, so replicas
 // must stay bit-identical; compare a checksum of the whole arena to catch any drift.
 void Trainer::check_replicas() {
@@ -406,12 +445,13 @@ int Trainer::run() {
   global_tokens_ = accum_ * round_tokens;
 
   model_ = std::make_unique<model::GPT>(cfg_);
-  model_->reserve(o_.device_batch, o_.seq_len);
   optim::MuonAdamWOptions oo;
   oo.total_batch_tokens = global_tokens_;
   oo.num_iterations = o_.steps;
   oo.model_dim = cfg_.n_embd;
   opt_ = std::make_unique<optim::MuonAdamW>(model_->params(), oo);
+  check_memory();
+  model_->reserve(o_.device_batch, o_.seq_len);
   // One packed stream for the whole job, the same on every rank: each micro-step takes the
   // next sum(B_r) rows and rank r keeps rows [sum_{q<r} B_q, + B_r). So ranks train on
   // disjoint rows, uneven --device-batch is fine, and N ranks of B see exactly the rows one

@@ -112,6 +112,7 @@ BOOST_AUTO_TEST_CASE(bad_flags) {
       {{"--window-pattern", "SXL"}, "window"},
       {{"--depth", "3", "--head-dim", "128"}, "head_dim"},
       {{"--no-such-flag"}, "no-such-flag"},
+      {{"--device-batch", "200000"}, "the largest device batch that fits is"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> more = c.args;

@@ -33,6 +33,8 @@ class GPT {
   // forward() calls it on demand, but call it up front so that steps never allocate.
   void reserve(int64_t B, int64_t T);
   int64_t activation_bytes() const;
+  // What reserve(B, T) would allocate, without allocating: for a memory check up front.
+  int64_t activation_bytes_for(int64_t B, int64_t T);
 
   // Mean cross entropy over targets != -1 (0 if there are none). idx/tgt: [B, T].
   // per_token_loss (nullable): [B*T], 0 where the target is ignored.

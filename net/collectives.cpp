@@ -7,6 +7,7 @@
 #include "bf16.hpp"
 #include "pipeline.hpp"
 #include "ring.hpp"
+#include "zero_copy.hpp"
 #include "ringtrain/net/communicator.hpp"
 
 namespace rt::net {
@@ -49,11 +50,17 @@ void chain_broadcast(Transport& t, uint64_t seq, float* data, size_t n, int root
   s.send_items = position == N - 1 ? 0 : C;
   s.recv_items = position == 0 ? 0 : C;
   s.lead = position == 0 ? C : 0;  // others forward each chunk once it arrived
+  // f32 chunks go out straight from data (zero copy); each is written at most once, before
+  // it is sent, so only the return has to wait for their release.
+  ZeroCopySends in_flight(t, 1);
   s.encode = [&](size_t i, zmq::message_t& out) {
     ShardRange c = chunk(i);
-    out.rebuild(c.size() * elem_bytes);
-    if (bf16) encode_bf16(data + c.begin, static_cast<uint16_t*>(out.data()), c.size());
-    else if (c.size()) std::memcpy(out.data(), data + c.begin, c.size() * 4);
+    if (bf16) {
+      out.rebuild(c.size() * elem_bytes);
+      encode_bf16(data + c.begin, static_cast<uint16_t*>(out.data()), c.size());
+    } else {
+      out = in_flight.borrow(data + c.begin, c.size() * 4, 0);
+    }
   };
   s.expected_bytes = [&](size_t i) { return chunk(i).size() * elem_bytes; };
   s.absorb = [&](size_t i, const void* payload, size_t) {
@@ -62,6 +69,7 @@ void chain_broadcast(Transport& t, uint64_t seq, float* data, size_t n, int root
     else if (c.size()) std::memcpy(data + c.begin, payload, c.size() * 4);
   };
   run_stream(t, seq, s);
+  in_flight.wait_all();  // the caller may change data once we return
 }
 
 std::vector<std::string> ring_gather_bytes(Transport& t, uint64_t seq, std::string_view mine) {

@@ -14,6 +14,11 @@
 // and reducing overlap chunk by chunk (the pipeline, pipeline.cpp). Each rank sends and
 // receives 2(N-1)/N of the buffer, the minimum for an all-reduce.
 //
+// With f32 on the wire, chunks are sent straight out of `data` (zero copy): a chunk is
+// overwritten later (the all-gather stores into the segments the reduce-scatter sent), so
+// every write into a chunk first waits until libzmq has released that chunk's earlier
+// sends, and the collective returns only once every send was released (zero_copy.hpp).
+//
 // With bf16 on the wire, sums stay float32 in the buffer; only the messages are rounded.
 // The owner rounds its finished segment before sending it in the all-gather, so every
 // rank ends with the same bits.
@@ -23,6 +28,7 @@
 #include "bf16.hpp"
 #include "pipeline.hpp"
 #include "ring.hpp"
+#include "zero_copy.hpp"
 
 namespace rt::net {
 
@@ -66,17 +72,25 @@ void ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data,
   s.send_items = s.recv_items = items;
   s.lead = C;
 
+  // Chunk c of segment `segment` is region segment * C + c of the zero-copy sends.
+  ZeroCopySends in_flight(t, static_cast<size_t>(N) * C);
   s.encode = [&](size_t i, zmq::message_t& out) {
-    ShardRange c = chunk(send_segment(step_of(i)), i % C);
-    out.rebuild(c.size() * elem_bytes);
-    if (bf16) encode_bf16(data + c.begin, static_cast<uint16_t*>(out.data()), c.size());
-    else if (c.size()) std::memcpy(out.data(), data + c.begin, c.size() * 4);
+    const int segment = send_segment(step_of(i));
+    ShardRange c = chunk(segment, i % C);
+    if (bf16) {
+      out.rebuild(c.size() * elem_bytes);
+      encode_bf16(data + c.begin, static_cast<uint16_t*>(out.data()), c.size());
+    } else {
+      out = in_flight.borrow(data + c.begin, c.size() * 4, static_cast<size_t>(segment) * C + i % C);
+    }
   };
   s.expected_bytes = [&](size_t i) { return chunk(recv_segment(step_of(i)), i % C).size() * elem_bytes; };
   s.absorb = [&](size_t i, const void* payload, size_t) {
     const long g = step_of(i);
-    ShardRange c = chunk(recv_segment(g), i % C);
+    const int segment = recv_segment(g);
+    ShardRange c = chunk(segment, i % C);
     float* dst = data + c.begin;
+    in_flight.wait_region(static_cast<size_t>(segment) * C + i % C);
     if (g < N - 1) {  // reduce-scatter: add the partial sum of the ranks before us
       if (bf16) add_bf16(dst, static_cast<const uint16_t*>(payload), c.size());
       else add_f32(dst, static_cast<const float*>(payload), c.size());
@@ -91,6 +105,7 @@ void ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data,
     }
   };
   run_stream(t, seq, s);
+  in_flight.wait_all();  // the caller may change data once we return
 }
 
 }  // namespace rt::net

@@ -114,7 +114,7 @@ Transport::~Transport() {
 }
 
 void Transport::close_sockets(bool clean) {
-  if (router_) {
+  if (!dealers_.empty()) {
     for (int p = 0; p < static_cast<int>(dealers_.size()); ++p) {
       if (p == rank() || !dealers_[p]) continue;
       if (clean) {
@@ -126,8 +126,8 @@ void Transport::close_sockets(bool clean) {
       // chance for the notice, never a hang on a dead peer.
       dealers_[p].set(zmq::sockopt::linger, clean ? 2000 : 100);
     }
-    router_.set(zmq::sockopt::linger, clean ? 2000 : 0);
   }
+  if (router_) router_.set(zmq::sockopt::linger, clean ? 2000 : 0);
   for (auto& d : dealers_)
     if (d) d.close();
   if (router_) router_.close();
@@ -312,6 +312,7 @@ void Transport::handle_hello(const std::string& identity, const std::string& tex
 }
 
 void Transport::serve_router() {
+  if (!router_) return;  // closed by drop_outgoing_data
   for (int budget = 0; budget < 256; ++budget) {
     zmq::message_t id, head, body;
     if (zmq_msg_recv(id.handle(), router_.handle(), ZMQ_DONTWAIT) < 0) return;
@@ -422,6 +423,10 @@ void Transport::abort(const std::string& reason) {
   (void)!write(wake_fd_, &one, sizeof one);
 }
 
+void Transport::drop_outgoing_data() {
+  if (router_) router_.close();  // linger 0: queued messages are dropped, not sent
+}
+
 void Transport::set_service_handler(ServiceHandler h) {
   std::lock_guard lk(handler_mu_);
   handler_ = std::move(h);
@@ -455,12 +460,12 @@ bool Transport::try_recv(int from, Header& h, zmq::message_t& payload) {
 }
 
 void Transport::poll_for(zmq::socket_t* dealer, int timeout_ms) {
-  zmq_pollitem_t items[3] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}, {}};
-  int n = 2;
+  zmq_pollitem_t items[3] = {{nullptr, wake_fd_, ZMQ_POLLIN, 0}, {router_.handle(), 0, ZMQ_POLLIN, 0}, {}};
+  int n = router_ ? 2 : 1;  // the router is gone after drop_outgoing_data
   if (dealer) items[n++] = {dealer->handle(), 0, ZMQ_POLLIN, 0};
   if (zmq_poll(items, n, timeout_ms) < 0 && zmq_errno() != EINTR)
     record_failure(FailKind::Other, std::string("poll failed: ") + zmq_strerror(zmq_errno()));
-  if (items[1].revents & ZMQ_POLLIN) {
+  if (items[0].revents & ZMQ_POLLIN) {
     uint64_t v;
     (void)!read(wake_fd_, &v, sizeof v);
   }

@@ -72,6 +72,10 @@ class Transport {
   // Cheap; call often. Every few ms: answers control traffic, sends due heartbeats,
   // checks peers' liveness. Throws on failure or abort.
   void tick();
+  // After a failure: closes the data socket so that libzmq drops (and releases) every
+  // queued message, e.g. zero-copy chunks a silent peer will never take. Service requests
+  // are no longer answered afterwards; the communicator is broken anyway.
+  void drop_outgoing_data();
   // Records the first failure (later ones are ignored) and throws it.
   [[noreturn]] void fail(const std::string& message, bool peer_lost);
 

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/kernels/fastmath.hpp"
 #include "ringtrain/kernels/matmul.hpp"
 
 namespace rt::kernels {
@@ -42,31 +43,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int64_t kLockRows = 64;  // dq rows guarded by one lock in backward
-
-// exp(x) for x <= 0 (and slightly above), written so that GCC vectorises it inside
-// `omp simd` loops without -ffast-math: libm's expf is a scalar call, and float compares,
-// std::floor and std::max all stop the vectoriser here. exp(x) = 2^n exp(r) with
-// n = round(x / ln2) (by truncating conversion, x <= 0), r = x - n ln2 in [-ln2/2, ln2/2],
-// exp(r) by its Taylor series to r^7: relative error about 1e-7, float rounding.
-// x is first clamped to >= -88 with an unsigned compare of its bits (for negative floats
-// the bit pattern grows with the magnitude); there n = -127 makes 2^n exactly 0, so tiny
-// results, very negative scores and -inf all give 0.
-inline float exp_nonpositive(float x) {
-  const uint32_t bits = std::bit_cast<uint32_t>(x), floor_bits = std::bit_cast<uint32_t>(-88.0f);
-  const float xc = std::bit_cast<float>(bits < floor_bits ? bits : floor_bits);
-  const int32_t n = static_cast<int32_t>(xc * 1.44269504f - 0.5f);
-  const float nf = static_cast<float>(n);
-  const float r = (xc - nf * 0.693145752f) - nf * 1.42860677e-6f;  // ln2 split hi + lo
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  return p * std::bit_cast<float>((n + 127) << 23);
-}
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

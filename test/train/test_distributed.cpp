@@ -188,6 +188,25 @@ BOOST_AUTO_TEST_CASE(killed_rank_stops_the_others_with_a_checkpoint) {
   BOOST_TEST(newest_step(run_dir("kill"), 1) == lost_at + 3);
 }
 
+BOOST_AUTO_TEST_CASE(silent_rank_is_declared_lost_after_the_peer_timeout) {
+  // SIGSTOP: the process and its connections stay, but it says nothing (a hung host).
+  const int port = nettest::port_base(2) + 4;
+  auto ranks = start_ranks("silent", {2, 2}, port, {"--steps", "5000", "--eval-every", "0"});
+  BOOST_REQUIRE(wait_for_steps(run_dir("silent") + "/metrics.jsonl", 2, 120));
+  ::kill(ranks[1].pid, SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  nettest::wait_one(ranks[0], 60);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::kill(ranks[1].pid, SIGKILL);
+  nettest::wait_one(ranks[1], 10);
+  BOOST_TEST(ranks[0].exit_code == 1, ranks[0].err());
+  BOOST_TEST(took < 30.0);  // --peer-timeout 5 in these tests
+  BOOST_TEST(ranks[0].err().find("lost rank 1 (127.0.0.1:" + std::to_string(port + 1) + "): nothing heard from it") !=
+                 std::string::npos,
+             ranks[0].err());
+  BOOST_TEST(newest_step(run_dir("silent"), 0) >= 2);
+}
+
 BOOST_AUTO_TEST_CASE(mismatched_flags_are_named_on_every_rank) {
   const int port = nettest::port_base(2) + 2;
   const std::string peers = nettest::loopback_peers(2, port);

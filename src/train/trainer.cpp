@@ -53,6 +53,7 @@ void install_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // a signal must not make library calls fail with EINTR
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 }
@@ -107,7 +108,6 @@ class Trainer {
   void assign_muon_shards();
   double step_sharded_optimizer(int64_t it);
   std::vector<RankStep> gather_step(const RankStep& mine);
-  json status_json();
 
   TrainOptions o_;
   DataSet data_;
@@ -391,11 +391,6 @@ double Trainer::step_sharded_optimizer(int64_t it) {
     }
   }
   return now_s() - t0;
-}
-
-json Trainer::status_json() {
-  std::lock_guard<std::mutex> lock(status_mu_);
-  return status_;
 }
 
 int Trainer::run() {

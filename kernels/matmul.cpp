@@ -4,10 +4,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -29,13 +32,27 @@ dnnl::stream& stream() {
   return s;
 }
 
+// Scratchpad memory for the calling thread. Why not the library's own: with its default
+// (global, per-thread) scratchpad, oneDNN 2.x requires a primitive to run on the thread
+// that created it, yet the attention kernel runs one cached primitive from every OpenMP
+// thread. In user mode each execution gets the buffer of the thread that runs it, which
+// makes sharing safe. (gemm:jit, chosen on AVX2-only CPUs, books no scratchpad; the brgemm
+// kernels chosen on AVX-512 CPUs do.)
+void* thread_scratchpad(size_t bytes) {
+  thread_local std::vector<std::byte> buf;
+  constexpr size_t kAlign = 64;
+  if (buf.size() < bytes + kAlign) buf.resize(bytes + kAlign);
+  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + ((kAlign - addr % kAlign) % kAlign);
+}
+
 // Everything that changes the primitive. alpha and beta are baked into its attributes.
 using Key = std::tuple<int64_t, bool, bool, int64_t, int64_t, int64_t, float, int64_t, int64_t,
                        int64_t, int64_t, int64_t, int64_t, float>;
 
 struct Cached {
   dnnl::matmul prim;
-  memory::desc a, b, c;
+  memory::desc a, b, c, scratch;
 };
 
 Cached& lookup(const Key& key) {
@@ -62,6 +79,7 @@ Cached& lookup(const Key& key) {
   c.b = md(K, N, ldb, tb, sb);
   c.c = md(M, N, ldc, false, sc);
   dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   if (beta != 0.0f) {
     dnnl::post_ops po;
@@ -71,6 +89,7 @@ Cached& lookup(const Key& key) {
   dnnl::matmul::desc d(c.a, c.b, c.c);
   dnnl::matmul::primitive_desc pd(d, attr, engine());
   c.prim = dnnl::matmul(pd);
+  c.scratch = pd.scratchpad_desc();
   return cache.emplace(key, std::move(c)).first->second;
 }
 
@@ -79,7 +98,10 @@ void run(const Key& key, const float* A, const float* B, float* C) {
   memory a(c.a, engine(), const_cast<float*>(A));
   memory b(c.b, engine(), const_cast<float*>(B));
   memory cm(c.c, engine(), C);
-  c.prim.execute(stream(), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, cm}});
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, cm}};
+  if (const size_t bytes = c.scratch.get_size(); bytes > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(c.scratch, engine(), thread_scratchpad(bytes)));
+  c.prim.execute(stream(), args);
   stream().wait();
 }
 

@@ -3,9 +3,11 @@
 # by the PyTorch DDP + Gloo baseline, on simulated hosts: network namespaces on a bridge,
 # every link shaped to 1 Gbit/s, each rank pinned to its own core with one thread.
 #
-#   sudo tools/bench_scaling.sh [--steps 8] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR]
+#   sudo tools/bench_scaling.sh [--steps 16] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR]
 #
-# Runs, one after another (medians of the steps after the warm-up):
+# Runs, one after another. Throughput is tokens / time over all the steps after the warm-up
+# (not a median: with --sync avg the averaging steps are the slow ones and must count), so
+# --steps should be a multiple of --sync-every (8).
 #   ringtrain, 1 rank                      (the baseline: one host, one core)
 #   ringtrain, 2 ranks, --sync grad        (firewall: policy drop, only TCP 29500-29510 open)
 #   ringtrain, 2 ranks, --sync avg --sync-every 8                      (same firewall)
@@ -16,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-steps=8 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60
+steps=16 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
@@ -43,9 +45,10 @@ hosts up "$prefix" 2 --rate "$rate" --firewall 29500-29510
 a0=$(hosts addr 0) a1=$(hosts addr 1)
 in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"; }
 
-# Median tok/s of the step records after the warm-up in a metrics file (ringtrain) or a
-# JSON-lines stdout (PyTorch).
-median() {
+# tok/s over the step records after the warm-up (tokens / time: the harmonic mean of the
+# per-step rates, every step the same tokens) and the mean network time per step, from a
+# metrics file (ringtrain) or a JSON-lines stdout (PyTorch).
+throughput() {
   "$py" - "$1" "$warmup" <<'PY'
 import json, sys, statistics
 recs = []
@@ -58,7 +61,7 @@ for line in open(sys.argv[1]):
 recs = recs[int(sys.argv[2]):]
 if not recs:
     print("-"); sys.exit()
-print("%.1f %.2f" % (statistics.median(r["tok_per_s"] for r in recs), statistics.median(r.get("comm_s", 0) for r in recs)))
+print("%.1f %.2f" % (statistics.harmonic_mean([r["tok_per_s"] for r in recs]), statistics.mean(r.get("comm_s", 0) for r in recs)))
 PY
 }
 
@@ -75,7 +78,7 @@ run_rt() {  # name, then extra flags; 0 ranks means one process without --peers
     in_host 0 "$bin" "${common[@]}" --out "$out" --rank 0 --peers "$peers" "$@" > "$work/$name.log" 2>&1
     wait
   fi
-  median "$out/metrics.jsonl"
+  throughput "$out/metrics.jsonl"
 }
 
 run_torch() {  # name, world, seconds before the run is killed
@@ -89,7 +92,7 @@ run_torch() {  # name, world, seconds before the run is killed
   in_host 0 timeout "$limit" "$py" "${args[@]}" --rank 0 > "$work/$name.log" 2>&1
   local rc=$?
   wait
-  if [ $rc != 0 ]; then echo "fails (exit $rc)"; else median "$work/$name.log"; fi
+  if [ $rc != 0 ]; then echo "fails (exit $rc)"; else throughput "$work/$name.log"; fi
 }
 
 echo "bench_scaling: d$depth, batch 2 x 1024 per rank, 1 thread per rank, $rate links; work dir $work" >&2
@@ -103,7 +106,7 @@ pt1=$(run_torch pt-1rank 1 3600)
 pt2=$(run_torch pt-ddp 2 3600)
 
 ratio() { "$py" -c "import sys; a=sys.argv[1].split()[0]; b=sys.argv[2].split()[0]; print('%.2fx' % (float(a)/float(b)) if a not in '-' and b not in '-' else '-')" "$1" "$2" 2>/dev/null || echo -; }
-printf '\n| run | firewall (29500-29510 only) | tok/s (median) | network s/step not hidden | vs 1 rank |\n|---|---|---|---|---|\n'
+printf '\n| run | firewall (29500-29510 only) | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank |\n|---|---|---|---|---|\n'
 printf '| ringtrain, 1 rank | - | %s | - | 1.00x |\n' "${rt1% *}"
 printf '| ringtrain, 2 ranks, --sync grad | on | %s | %s | %s |\n' "${rtg% *}" "${rtg#* }" "$(ratio "$rtg" "$rt1")"
 printf '| ringtrain, 2 ranks, --sync avg --sync-every 8 | on | %s | %s | %s |\n' "${rta% *}" "${rta#* }" "$(ratio "$rta" "$rt1")"

@@ -30,11 +30,12 @@ eval_tokens=${RINGTRAIN_DEMO_EVAL_TOKENS:-16384}
 data=${RINGTRAIN_DEMO_DATA:-data/kdoc-$vocab}
 bin=${RINGTRAIN_BIN:-build/ringtrain}
 
-step() { printf '\n== %s\n' "$*"; }
+step() { printf '\n== %s   (%dm%02ds so far)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 if [ "${RINGTRAIN_SKIP_SETUP:-0}" != 1 ]; then
   step "1/5 install missing packages and build"
-  bash tools/setup.sh
+  # The demo needs only the trainer; `bash tools/test.sh` builds the tests.
+  RINGTRAIN_BUILD_TARGETS=${RINGTRAIN_BUILD_TARGETS:-ringtrain} bash tools/setup.sh
 fi
 
 step "2/5 prepare the corpus: $input -> $data"
@@ -69,7 +70,7 @@ step "5/5 plot"
 ckpt=$(ls -d "$out"/rank0/step_* | tail -1)
 cat <<EOT
 
-done.
+done in $((SECONDS / 60))m$(printf %02d $((SECONDS % 60)))s.
   metrics:     $out/metrics.jsonl   (one JSON line per step; rank 0)
   plot:        $out/curves.png
   checkpoint:  $ckpt   (rank 1's is in $out/rank1)

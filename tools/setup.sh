@@ -3,12 +3,16 @@
 # builds build/ringtrain. Safe to run again: it does nothing that is already done.
 #   RINGTRAIN_BUILD_DIR   build directory (default: build)
 #   RINGTRAIN_NO_CORPUS=1 skip the kernel documentation package (the demo corpus)
+#   RINGTRAIN_BUILD_TARGETS only these meson targets (default: all, tests included)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
   g++ cmake meson ninja-build pkg-config
   libdnnl-dev libzmq3-dev cppzmq-dev libcxxopts-dev libboost-test-dev libpcre2-dev nlohmann-json3-dev zlib1g-dev
+  # Debian's oneDNN CMake package (built with an OpenCL GPU runtime) fails to load without
+  # the OpenCL headers and library, and libdnnl-dev does not depend on them
+  ocl-icd-opencl-dev opencl-c-headers
   # the PyTorch reference and Gloo baseline, on OpenBLAS (never the reference BLAS)
   python3-torch python3-numpy libopenblas0-openmp python3-matplotlib
   # multi-host tests: network namespaces, firewall, traffic shaping, process tools
@@ -41,4 +45,6 @@ build=${RINGTRAIN_BUILD_DIR:-build}
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" --buildtype=release
 fi
-meson compile -C "$build"
+# RINGTRAIN_BUILD_TARGETS (e.g. "ringtrain") builds only those; by default everything, tests included.
+# shellcheck disable=SC2086
+meson compile -C "$build" ${RINGTRAIN_BUILD_TARGETS:-}

@@ -117,11 +117,6 @@ std::string CheckpointWriter::commit(nlohmann::json meta) {
   return final_dir_;
 }
 
-std::vector<char> read_whole_file(const std::string& path) {
-  const std::string data = io::read_file(path);
-  return std::vector<char>(data.begin(), data.end());
-}
-
 namespace {
 constexpr char kStateMagic[8] = {'R', 'T', 'S', 'T', 'A', 'T', 'E', '1'};
 
@@ -174,7 +169,7 @@ nlohmann::json verify_checkpoint(const std::string& dir) {
     throw UsageError(where + " has no meta.json (incomplete or not a checkpoint); use another checkpoint");
   nlohmann::json meta;
   try {
-    const auto text = read_whole_file(meta_path.string());
+    const auto text = io::read_file(meta_path.string());
     meta = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(where + " is corrupt: meta.json does not parse (" + std::string(e.what()) +
@@ -191,7 +186,7 @@ nlohmann::json verify_checkpoint(const std::string& dir) {
     if (size != info["bytes"].get<uint64_t>())
       throw UsageError(where + " is corrupt: " + name + " has " + std::to_string(size) + " bytes, expected " +
                        std::to_string(info["bytes"].get<uint64_t>()) + "; delete it or resume from an older one");
-    const auto data = read_whole_file(p.string());
+    const auto data = io::read_file(p.string());
     if (crc32_of(data.data(), data.size()) != info["crc32"].get<uint32_t>())
       throw UsageError(where + " is corrupt: " + name +
                        " fails its CRC-32 check; delete it or resume from an older one");

@@ -43,21 +43,12 @@ std::string TrainOptions::shared_config_text() const {
     << "\n--outer-lr=" << outer_lr << "\n--outer-momentum=" << outer_momentum
     << "\n--wire=" << (wire_bf16 ? "bf16" : "f32") << "\n--resume=" << resume
     << "\n--peers=";
-  for (size_t i = 0; i < peers.size(); ++i) s << (i ? "," : "") << peers[i];
+  for (size_t i = 0; i < peers.size(); ++i) s << (i ? "," : "") << peers[i].text();
   s << "\n";
   return s.str();
 }
 
 namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream in(s);
-  while (std::getline(in, cur, ','))
-    if (!cur.empty()) out.push_back(cur);
-  return out;
-}
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
@@ -143,7 +134,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     o.resume = r.count("resume") > 0;
     o.progress_bar = r.count("no-progress") == 0;
     o.rank = r["rank"].as<int>();
-    o.peers = split_commas(r["peers"].as<std::string>());
+    if (const auto list = r["peers"].as<std::string>(); !list.empty()) o.peers = net::parse_peers(list);
     o.sync_every = r["sync-every"].as<int64_t>();
     o.outer_lr = r["outer-lr"].as<float>();
     o.outer_momentum = r["outer-momentum"].as<float>();

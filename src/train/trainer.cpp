@@ -144,11 +144,7 @@ void Trainer::setup_distributed() {
   if (!o_.distributed()) return;
   net::CommOptions co;
   co.rank = o_.rank;
-  co.peers = net::parse_peers([&] {
-    std::string s;
-    for (size_t i = 0; i < o_.peers.size(); ++i) s += (i ? "," : "") + o_.peers[i];
-    return s;
-  }());
+  co.peers = o_.peers;
   co.job_id = o_.job_id;
   co.config_text = o_.shared_config_text() + "data.train_docs=" + std::to_string(data_.train->num_docs()) +
                    "\ndata.vocab=" + std::to_string(data_.vocab) + "\n";

@@ -1,7 +1,10 @@
 // gemm against a double-precision triple loop, over transposes, strides, alpha/beta and batch.
 #include <boost/test/unit_test.hpp>
 
+#include <omp.h>
+
 #include <cmath>
+#include <thread>
 #include <random>
 #include <vector>
 
@@ -89,6 +92,33 @@ BOOST_AUTO_TEST_CASE(linear_backward_accumulates) {
       for (int64_t i = 0; i < M; ++i) e += dy[i * out + o] * x[i * in + k];
       BOOST_TEST(dW[o * in + k] == e);
     }
+}
+
+// One cached primitive per shape is shared by every thread (the attention kernel calls gemm
+// inside OpenMP regions): created on one thread, run on another, and run by several threads
+// at once, it must give the serial result bit for bit.
+BOOST_AUTO_TEST_CASE(gemm_is_safe_to_share_across_threads) {
+  const int64_t M = 96, N = 80, K = 640;
+  std::vector<float> A(M * K), B(K * N);
+  for (size_t i = 0; i < A.size(); ++i) A[i] = float(int(i * 37 % 101) - 50) / 50.0f;
+  for (size_t i = 0; i < B.size(); ++i) B[i] = float(int(i * 53 % 89) - 44) / 44.0f;
+  std::vector<float> serial(M * N);
+  rt::kernels::gemm(false, false, M, N, K, 0.5f, A.data(), K, B.data(), N, 0.0f, serial.data(), N);
+
+  std::vector<float> other_thread(M * N);
+  std::thread([&] {
+    rt::kernels::gemm(false, false, M, N, K, 0.5f, A.data(), K, B.data(), N, 0.0f, other_thread.data(), N);
+  }).join();
+  BOOST_TEST(other_thread == serial);
+
+  const int items = 64;
+  std::vector<std::vector<float>> out(items, std::vector<float>(M * N));
+#pragma omp parallel for num_threads(2) schedule(dynamic, 1)
+  for (int i = 0; i < items; ++i)
+    rt::kernels::gemm(false, false, M, N, K, 0.5f, A.data(), K, B.data(), N, 0.0f, out[i].data(), N);
+  int differing = 0;
+  for (const auto& o : out) differing += o != serial;
+  BOOST_TEST(differing == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,36 +9,10 @@
 #include <sstream>
 #include <thread>
 
+#include "netns_hosts.hpp"
 #include "spawn.hpp"
 
 using namespace nettest;
-
-namespace {
-
-std::string hosts_script() {
-  const char* root = std::getenv("RINGTRAIN_SOURCE_ROOT");
-  return std::string(root ? root : ".") + "/tools/netns/hosts.sh";
-}
-
-// Creates the hosts on construction and always deletes them.
-struct Hosts {
-  std::string prefix;
-  int n;
-  Hosts(int n_, const std::string& options) : prefix("rt" + std::to_string(getpid() % 100000) + "x"), n(n_) {
-    down();
-    std::string out;
-    int rc = run_shell(hosts_script() + " up " + prefix + " " + std::to_string(n) + " " + options, &out);
-    if (rc != 0) {
-      down();
-      BOOST_FAIL("creating namespaces failed: " << out);
-    }
-  }
-  ~Hosts() { down(); }
-  void down() { run_shell(hosts_script() + " down " + prefix + " " + std::to_string(n)); }
-  std::string ns(int i) const { return prefix + "h" + std::to_string(i); }
-};
-
-}  // namespace
 
 BOOST_AUTO_TEST_SUITE(netns)
 
@@ -47,7 +21,7 @@ BOOST_AUTO_TEST_CASE(allreduce_passes_a_firewall_that_opens_only_the_listed_rang
     BOOST_TEST_MESSAGE("skipped: network namespaces need root (CI runs as root)");
     return;
   }
-  Hosts hosts(2, "--firewall 29500-29510");
+  NetnsHosts hosts(2, "n", "--firewall 29500-29510");
   const std::string peers = "10.99.0.1:29500,10.99.0.2:29501";
   std::vector<Proc> procs;
   for (int r = 0; r < 2; ++r)

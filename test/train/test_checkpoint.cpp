@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 
 namespace fs = std::filesystem;
@@ -43,7 +44,7 @@ BOOST_AUTO_TEST_CASE(commit_and_verify) {
   auto meta = verify_checkpoint(dir);
   BOOST_TEST(meta["step"].get<int>() == 7);
   BOOST_TEST(meta["files"]["state.bin"]["bytes"].get<int>() == 5);
-  auto back = read_whole_file(dir + "/model.bin");
+  auto back = rt::io::read_file(dir + "/model.bin");
   BOOST_TEST(back.size() == data.size() * sizeof(float));
   BOOST_TEST(std::memcmp(back.data(), data.data(), back.size()) == 0);
   // No temporary directory is left behind.
@@ -94,7 +95,7 @@ BOOST_AUTO_TEST_CASE(interrupted_write_leaves_no_checkpoint) {
   // Re-saving an existing step replaces it whole.
   std::vector<float> other(16, 3.0f);
   const std::string d = save(t.path, 1, other);
-  auto back = read_whole_file(d + "/model.bin");
+  auto back = rt::io::read_file(d + "/model.bin");
   BOOST_TEST(reinterpret_cast<const float*>(back.data())[0] == 3.0f);
 }
 

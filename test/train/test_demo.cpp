@@ -28,7 +28,7 @@ BOOST_AUTO_TEST_CASE(short_demo_trains_evaluates_samples_and_plots) {
   BOOST_TEST(fs::file_size(dir + "/run/curves.png") > 1000u);
   BOOST_TEST(fs::exists(dir + "/run/rank0/step_000004/meta.json"));
   BOOST_TEST(fs::exists(dir + "/run/rank1/step_000004/meta.json"));
-  BOOST_TEST(out.find("done.") != std::string::npos);
+  BOOST_TEST(out.find("done in ") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../net/spawn.hpp"
+#include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "train_fixture.hpp"
 
@@ -109,8 +110,8 @@ BOOST_AUTO_TEST_CASE(diloco_with_unit_outer_step_equals_avg) {
   BOOST_REQUIRE_EQUAL(a.size(), 12u);
   for (size_t i = 0; i < a.size(); ++i) BOOST_TEST(a[i] == b[i]);
   // After the last sync (step 12) both ranks hold the same parameters.
-  const auto m0 = rt::train::read_whole_file(run_dir("avg") + "/rank0/step_000012/model.safetensors");
-  const auto m1 = rt::train::read_whole_file(run_dir("avg") + "/rank1/step_000012/model.safetensors");
+  const auto m0 = rt::io::read_file(run_dir("avg") + "/rank0/step_000012/model.safetensors");
+  const auto m1 = rt::io::read_file(run_dir("avg") + "/rank1/step_000012/model.safetensors");
   BOOST_TEST(m0 == m1);
 }
 

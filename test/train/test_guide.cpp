@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../net/netns_hosts.hpp"
 #include "../net/spawn.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "train_fixture.hpp"
@@ -61,17 +62,6 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-struct Hosts {
-  std::string prefix = "rtg" + std::to_string(getpid() % 100000);
-  std::string script = std::string(std::getenv("RINGTRAIN_SOURCE_ROOT")) + "/tools/netns/hosts.sh";
-  Hosts() {
-    std::string out;
-    BOOST_REQUIRE_MESSAGE(nettest::run_shell("bash " + script + " up " + prefix + " 2", &out) == 0, out);
-  }
-  ~Hosts() { nettest::run_shell("bash " + script + " down " + prefix + " 2"); }
-  std::string ns(int i) const { return prefix + "h" + std::to_string(i); }
-};
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(guide)
@@ -81,7 +71,7 @@ BOOST_AUTO_TEST_CASE(two_host_guide_runs_as_written) {
     BOOST_TEST_MESSAGE("skipped: network namespaces need root");
     return;
   }
-  Hosts hosts;
+  nettest::NetnsHosts hosts(2, "g");
   const std::string bin = nettest::ringtrain_path(), data = traintest::prepared_data();
   const std::string run = nettest::scratch_dir() + "/guide-run";
   // Each host: the user's firewall, dropping everything inbound but loopback and replies.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../net/spawn.hpp"
+#include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 
 namespace fs = std::filesystem;
@@ -64,7 +65,7 @@ std::string tree_fingerprint(const std::string& dir) {
   std::vector<std::string> lines;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     if (!e.is_regular_file()) continue;
-    const auto data = rt::train::read_whole_file(e.path().string());
+    const auto data = rt::io::read_file(e.path().string());
     lines.push_back(e.path().string() + " " + std::to_string(data.size()) + " " +
                     std::to_string(rt::train::crc32_of(data.data(), data.size())));
   }

@@ -57,8 +57,6 @@ std::vector<int64_t> checkpoint_steps(const std::string& run_dir, int rank);
 // directory (then rank 0's newest valid checkpoint). Throws UsageError when there is none.
 std::string resolve_checkpoint(const std::string& path);
 
-std::vector<char> read_whole_file(const std::string& path);
-
 // state.bin: named binary sections (optimizer state, loader position, ...), so that one
 // file carries all of a rank's non-weight state and new sections can be added later.
 std::string pack_sections(const std::vector<std::pair<std::string, std::string>>& sections);

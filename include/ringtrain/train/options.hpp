@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ringtrain/model/config.hpp"
+#include "ringtrain/net/peers.hpp"
 
 namespace rt::train {
 
@@ -34,7 +35,7 @@ struct TrainOptions {
   bool resume = false;
   // distribution
   int rank = 0;
-  std::vector<std::string> peers;  // host:port per rank; empty: one process
+  std::vector<net::PeerAddress> peers;  // per rank, parsed from --peers; empty: one process
   SyncMode sync = SyncMode::Grad;
   int64_t sync_every = 1;
   float outer_lr = 0.7f;

@@ -1,0 +1,28 @@
+// Simulated hosts for multi-host tests: network namespaces on a bridge, made by
+// tools/netns/hosts.sh (addresses 10.99.0.1, 10.99.0.2, ...). Needs root.
+#pragma once
+#include <string>
+
+namespace nettest {
+
+// Creates the hosts on construction (throws std::runtime_error with the script's output if
+// that fails) and always deletes them on destruction.
+class NetnsHosts {
+ public:
+  // tag: a few letters that keep concurrent tests apart; options: passed to `hosts.sh up`,
+  // e.g. "--firewall 29500-29510".
+  NetnsHosts(int count, const std::string& tag, const std::string& options = "");
+  ~NetnsHosts();
+  NetnsHosts(const NetnsHosts&) = delete;
+  NetnsHosts& operator=(const NetnsHosts&) = delete;
+
+  // The namespace of host i, for `ip netns exec`.
+  std::string ns(int i) const;
+
+ private:
+  void down() const;
+  std::string prefix_;
+  int count_;
+};
+
+}  // namespace nettest

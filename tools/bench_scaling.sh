@@ -11,6 +11,7 @@
 #   ringtrain, 1 rank                      (the baseline: one host, one core)
 #   ringtrain, 2 ranks, --sync grad        (firewall: policy drop, only TCP 29500-29510 open)
 #   ringtrain, 2 ranks, --sync avg --sync-every 8                      (same firewall)
+#   ringtrain, 2 ranks, --sync avg --sync-every 8 --sync-overlap       (same firewall)
 #   PyTorch DDP + Gloo, 2 ranks            (same firewall: it cannot connect; killed after --gloo-timeout)
 #   PyTorch, 1 rank; PyTorch DDP + Gloo, 2 ranks   (firewall off)
 # and prints one table. Nothing else should run on the machine meanwhile.
@@ -45,9 +46,10 @@ hosts up "$prefix" 2 --rate "$rate" --firewall 29500-29510
 a0=$(hosts addr 0) a1=$(hosts addr 1)
 in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"; }
 
-# tok/s over the step records after the warm-up (tokens / time: the harmonic mean of the
-# per-step rates, every step the same tokens) and the mean network time per step, from a
-# metrics file (ringtrain) or a JSON-lines stdout (PyTorch).
+# tok/s over the step records after the warm-up and the mean network time per step, from a
+# metrics file (ringtrain) or a JSON-lines stdout (PyTorch). Tokens / time: from rank 0's
+# clock (elapsed_s) where the records have it (with avg the ranks run free between
+# syncs, so per-step times say little), else the harmonic mean of the per-step rates.
 throughput() {
   "$py" - "$1" "$warmup" <<'PY'
 import json, sys, statistics
@@ -58,10 +60,15 @@ for line in open(sys.argv[1]):
         r = json.loads(line)
         if "tok_per_s" in r and "val_bpb" not in r:
             recs.append(r)
-recs = recs[int(sys.argv[2]):]
+warm = int(sys.argv[2])
+before, recs = recs[warm - 1] if warm > 0 else None, recs[warm:]
 if not recs:
     print("-"); sys.exit()
-print("%.1f %.2f" % (statistics.harmonic_mean([r["tok_per_s"] for r in recs]), statistics.mean(r.get("comm_s", 0) for r in recs)))
+if before and "elapsed_s" in before:
+    rate = (recs[-1]["tokens"] - before["tokens"]) / (recs[-1]["elapsed_s"] - before["elapsed_s"])
+else:
+    rate = statistics.harmonic_mean([r["tok_per_s"] for r in recs])
+print("%.1f %.2f" % (rate, statistics.mean(r.get("comm_s", 0) for r in recs)))
 PY
 }
 
@@ -99,6 +106,7 @@ echo "bench_scaling: d$depth, batch 2 x 1024 per rank, 1 thread per rank, $rate 
 rt1=$(run_rt rt-1rank 1)
 rtg=$(run_rt rt-grad 2 --sync grad)
 rta=$(run_rt rt-avg8 2 --sync avg --sync-every 8)
+rto=$(run_rt rt-avg8-overlap 2 --sync avg --sync-every 8 --sync-overlap)
 pt_fw=$(run_torch pt-ddp-firewall 2 "$gloo_timeout")
 [[ "$pt_fw" == fails* || "$pt_fw" == "-" ]] && pt_fw="cannot start: blocked by the firewall (killed after ${gloo_timeout}s)"
 hosts firewall "$prefix" 2 off
@@ -110,6 +118,7 @@ printf '\n| run | firewall (29500-29510 only) | tok/s (tokens / time) | network 
 printf '| ringtrain, 1 rank | - | %s | - | 1.00x |\n' "${rt1% *}"
 printf '| ringtrain, 2 ranks, --sync grad | on | %s | %s | %s |\n' "${rtg% *}" "${rtg#* }" "$(ratio "$rtg" "$rt1")"
 printf '| ringtrain, 2 ranks, --sync avg --sync-every 8 | on | %s | %s | %s |\n' "${rta% *}" "${rta#* }" "$(ratio "$rta" "$rt1")"
+printf '| ringtrain, 2 ranks, --sync avg --sync-every 8 --sync-overlap | on | %s | %s | %s |\n' "${rto% *}" "${rto#* }" "$(ratio "$rto" "$rt1")"
 printf '| PyTorch DDP + Gloo, 2 ranks | on | %s | - | - |\n' "$pt_fw"
 printf '| PyTorch, 1 rank | off | %s | - | 1.00x |\n' "${pt1% *}"
 printf '| PyTorch DDP + Gloo, 2 ranks | off | %s | - | %s |\n' "${pt2% *}" "$(ratio "$pt2" "$pt1")"

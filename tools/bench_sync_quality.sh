@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Does parameter averaging cost quality? Trains the same model three times with two local
-# ranks (loopback), --sync grad, --sync avg --sync-every H and --sync diloco --sync-every H,
-# on the same data and tokens, then prints the final val bpb of each and plots the three
-# curves in one PNG.
+# Does parameter averaging cost quality? Trains the same model four times with two local
+# ranks (loopback): --sync grad, --sync avg --sync-every H, the same with --sync-overlap,
+# and --sync diloco --sync-every H, on the same data and tokens, then prints the final val
+# bpb of each against grad and plots the curves in one PNG.
 #
 #   tools/bench_sync_quality.sh [--depth 4] [--steps 400] [--every 8] [--out runs/sync-quality] [--data DIR]
 set -euo pipefail
@@ -25,7 +25,9 @@ if [ -z "$data" ]; then
   data=data/kdoc-8192
   [ -f "$data/meta.json" ] || "$bin" data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out "$data" --vocab 8192 --threads 2 --quiet
 fi
-common=(train --data "$data" --depth "$depth" --seq-len 256 --device-batch 8 --steps "$steps" --eval-every "$((steps / 8))"
+# Evaluate at sync steps (a multiple of H), where every mode's replicas agree.
+eval_every=$(( (steps / 8 + every - 1) / every * every ))
+common=(train --data "$data" --depth "$depth" --seq-len 256 --device-batch 8 --steps "$steps" --eval-every "$eval_every"
         --eval-tokens 32768 --threads 1 --no-progress --peers "127.0.0.1:$port,127.0.0.1:$((port + 1))")
 run() {
   local name=$1; shift
@@ -37,15 +39,17 @@ run() {
 mkdir -p "$out"
 run grad --sync grad
 run avg --sync avg --sync-every "$every"
+run avg-overlap --sync avg --sync-every "$every" --sync-overlap
 run diloco --sync diloco --sync-every "$every"
-"$py" tools/plot_metrics.py "$out/grad/metrics.jsonl" "$out/avg/metrics.jsonl" "$out/diloco/metrics.jsonl" \
-  --label "grad" --label "avg H=$every" --label "diloco H=$every" --out "$out/sync-quality.png" \
+"$py" tools/plot_metrics.py "$out/grad/metrics.jsonl" "$out/avg/metrics.jsonl" "$out/avg-overlap/metrics.jsonl" \
+  "$out/diloco/metrics.jsonl" --label "grad" --label "avg H=$every" --label "avg H=$every overlapped" \
+  --label "diloco H=$every" --out "$out/sync-quality.png" \
   --title "d$depth, 2 ranks: gradient vs parameter averaging"
 "$py" - "$out" <<'PY'
 import json, sys
 base = None
 print("| sync | final val bpb | vs grad |\n|---|---|---|")
-for name in ("grad", "avg", "diloco"):
+for name in ("grad", "avg", "avg-overlap", "diloco"):
     recs = [json.loads(l) for l in open(f"{sys.argv[1]}/{name}/metrics.jsonl") if "val_bpb" in l]
     bpb = recs[-1]["val_bpb"]
     base = base or bpb

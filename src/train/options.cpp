@@ -39,7 +39,7 @@ std::string TrainOptions::shared_config_text() const {
     << "\n--total-batch=" << total_batch << "\n--steps=" << steps << "\n--seed=" << seed
     << "\n--eval-every=" << eval_every << "\n--eval-tokens=" << eval_tokens
     << "\n--save-every=" << save_every << "\n--stop-after=" << stop_after
-    << "\n--sync=" << sync_mode_name(sync) << "\n--sync-every=" << sync_every
+    << "\n--sync=" << sync_mode_name(sync) << "\n--sync-every=" << sync_every << "\n--sync-overlap=" << sync_overlap
     << "\n--outer-lr=" << outer_lr << "\n--outer-momentum=" << outer_momentum
     << "\n--wire=" << (wire_bf16 ? "bf16" : "f32") << "\n--resume=" << resume
     << "\n--peers=";
@@ -86,6 +86,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ("peers", "every rank's HOST:PORT in rank order; rank R binds entry R's port and no other", cxxopts::value<std::string>()->default_value(""))
       ("sync", "grad (average gradients every step), avg (average parameters every --sync-every steps) or diloco", cxxopts::value<std::string>()->default_value("grad"))
       ("sync-every", "steps between parameter averages for avg and diloco", cxxopts::value<int64_t>()->default_value("1"))
+      ("sync-overlap", "avg and diloco: average in the background while the next step computes, then add that step's local progress (hides the network time)")
       ("outer-lr", "DiLoCo outer learning rate", cxxopts::value<float>()->default_value("0.7"))
       ("outer-momentum", "DiLoCo outer Nesterov momentum", cxxopts::value<float>()->default_value("0.9"))
       ("wire", "f32 or bf16 on the wire", cxxopts::value<std::string>()->default_value("f32"))
@@ -136,6 +137,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     o.rank = r["rank"].as<int>();
     if (const auto list = r["peers"].as<std::string>(); !list.empty()) o.peers = net::parse_peers(list);
     o.sync_every = r["sync-every"].as<int64_t>();
+    o.sync_overlap = r.count("sync-overlap") > 0;
     o.outer_lr = r["outer-lr"].as<float>();
     o.outer_momentum = r["outer-momentum"].as<float>();
     o.job_id = r["job-id"].as<std::string>();
@@ -166,6 +168,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   require(o.eval_every >= 0 && o.save_every >= 0, "--eval-every and --save-every must be 0 or more");
   require(o.eval_tokens >= o.seq_len, "--eval-tokens must be at least --seq-len");
   require(o.sync_every >= 1, "--sync-every must be at least 1");
+  require(!o.sync_overlap || o.sync != SyncMode::Grad,
+          "--sync-overlap applies to --sync avg and --sync diloco; drop it with --sync grad");
   require(o.peers.size() != 1, "--peers lists every rank's HOST:PORT; with one rank, leave --peers out");
   require(o.rank >= 0 && o.rank < o.world(),
           "--rank " + std::to_string(o.rank) + " is outside --peers (" + std::to_string(o.world()) +

@@ -89,6 +89,8 @@ struct RankStep {
   double loss_weighted = 0;  // this rank's share of the global mean loss
   double step_s = 0, comm_s = 0;
   double tokens = 0;
+  double end_s = 0;       // when the step ended, seconds since this rank's run began
+  double bytes_sent = 0;  // by this rank in this step
   int32_t stop = 0;
   int32_t pad = 0;
 };
@@ -107,7 +109,11 @@ class Trainer {
   void check_memory();
   void assign_muon_shards();
   double step_sharded_optimizer(int64_t it);
-  std::vector<RankStep> gather_step(const RankStep& mine);
+  // The bytes this rank sent in the step that just ended (from the algorithms' formulas).
+  double bytes_sent_this_step(uint64_t grad_elements_before) const;
+  // Exchanges the pending step reports of every rank, writes their metrics records (rank 0),
+  // the status and the progress line. Returns true if any rank asked to stop.
+  bool report_steps(Progress& progress);
 
   TrainOptions o_;
   DataSet data_;
@@ -125,6 +131,8 @@ class Trainer {
   int64_t global_tokens_ = 0;        // tokens per optimizer step, all ranks
   int64_t step_ = 0;                 // steps done
   double tokens_seen_ = 0;
+  double run_start_s_ = 0;
+  std::vector<RankStep> pending_steps_;  // this rank's reports not yet exchanged
   double last_val_bpb_ = -1;
   int64_t last_eval_step_ = -1;
   double peak_gflops_ = 0;
@@ -253,12 +261,74 @@ void Trainer::save_checkpoint(const char* why) {
   logf("checkpoint %s (%s, %.1f s)", dir.c_str(), why, now_s() - t0);
 }
 
-std::vector<RankStep> Trainer::gather_step(const RankStep& mine) {
-  if (!comm_) return {mine};
-  const auto all = comm_->all_gather_bytes(std::string_view(reinterpret_cast<const char*>(&mine), sizeof mine));
-  std::vector<RankStep> out(all.size());
-  for (size_t r = 0; r < all.size(); ++r) std::memcpy(&out[r], all[r].data(), sizeof(RankStep));
-  return out;
+double Trainer::bytes_sent_this_step(uint64_t grad_elements_before) const {
+  if (!comm_) return 0;
+  // An all-reduce of n values sends 2(p-1)/p * n values per rank; a broadcast forwards n.
+  const double p = o_.world(), wire = o_.wire_bf16 ? 2.0 : 4.0;
+  if (grad_sync_) {
+    const auto& all = model_->params().all();
+    const double reduced = double(grad_sync_->elements_synced() - grad_elements_before);
+    double bcast = 0;
+    for (int r = 0; r < o_.world(); ++r)
+      for (int i : muon_owned_[size_t(r)]) bcast += double(all[size_t(opt_->muon_matrices()[size_t(i)].param)].numel);
+    return 2.0 * (p - 1) / p * reduced * wire + bcast * 4.0 * (p - 1) / p;  // matrices go as f32
+  }
+  if (param_sync_ && step_ % o_.sync_every == 0) return 2.0 * (p - 1) / p * double(model_->params().size()) * wire;
+  return 0;
+}
+
+bool Trainer::report_steps(Progress& progress) {
+  const size_t n = pending_steps_.size();
+  std::vector<std::vector<RankStep>> ranks(size_t(o_.world()));  // [rank][pending step]
+  if (!comm_) {
+    ranks[0] = pending_steps_;
+  } else {
+    const auto all = comm_->all_gather_bytes(
+        std::string_view(reinterpret_cast<const char*>(pending_steps_.data()), n * sizeof(RankStep)));
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].size() != n * sizeof(RankStep))
+        throw RuntimeError("rank " + std::to_string(r) + " reported a different number of steps (internal error)");
+      ranks[r].resize(n);
+      std::memcpy(ranks[r].data(), all[r].data(), all[r].size());
+    }
+  }
+  pending_steps_.clear();
+  bool stop = false;
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t step = step_ - int64_t(n - 1 - k);
+    double loss = 0, step_s = 0;
+    json per_rank = json::array();
+    for (const auto& r : ranks) {
+      loss += r[k].loss_weighted;
+      step_s = std::max(step_s, r[k].step_s);
+      if (r[k].stop) stop = true;
+      per_rank.push_back({{"step_s", r[k].step_s}, {"comm_s", r[k].comm_s}});
+    }
+    const RankStep& mine = ranks[size_t(o_.rank)][k];
+    const double tok_s = double(global_tokens_) / step_s;
+    const double mfu = double(flops_per_token_) * (mine.tokens / mine.step_s) / (peak_gflops_ * 1e9);
+    json rec = {{"step", step}, {"loss", loss}, {"lr_mult", opt_->schedule(step - 1).lr_multiplier},
+                {"tok_per_s", tok_s}, {"step_s", step_s}, {"comm_s", mine.comm_s}, {"mfu", mfu},
+                {"tokens", tokens_seen_ - double(n - 1 - k) * double(global_tokens_)},
+                {"elapsed_s", mine.end_s}};
+    if (comm_) {
+      rec["ranks"] = per_rank;
+      rec["bytes_sent"] = mine.bytes_sent;
+    }
+    metrics_.write(rec);
+    if (k + 1 < n) continue;
+    {
+      std::lock_guard<std::mutex> lock(status_mu_);
+      status_ = {{"step", step}, {"steps", o_.steps}, {"loss", loss}, {"tok_per_s", tok_s},
+                 {"eta_s", step_s * double(std::max<int64_t>(0, o_.steps - step))}, {"val_bpb", last_val_bpb_},
+                 {"ranks", per_rank}};
+    }
+    char stats[160];
+    std::snprintf(stats, sizeof stats, "loss %.4f | %.0f tok/s | mfu %.0f%% | comm %.2fs", loss, tok_s, 100 * mfu,
+                  mine.comm_s);
+    progress.update(step, stats);
+  }
+  return stop;
 }
 
 void Trainer::evaluate_and_log() {
@@ -305,7 +375,10 @@ void Trainer::check_memory() {
   const int64_t avail = available_memory();
   if (avail < 0) return;
   const double P = double(model_->params().size()) * sizeof(float);
-  const double sync = o_.sync == SyncMode::Diloco ? 3 * P : o_.distributed() ? P : 0;
+  // Parameter-sized buffers: the all-reduce's, plus diloco's anchor and momentum, plus the
+  // snapshot of an overlapped average.
+  const double sync = !o_.distributed() ? 0
+                      : (o_.sync == SyncMode::Diloco ? 3 * P : P) + (o_.sync_overlap ? P : 0);
   auto need = [&](int64_t b) { return double(model_->activation_bytes_for(b, o_.seq_len)) + sync; };
   const double budget = 0.9 * double(avail);
   if (need(o_.device_batch) <= budget) return;
@@ -390,6 +463,7 @@ double Trainer::step_sharded_optimizer(int64_t it) {
 }
 
 int Trainer::run() {
+  run_start_s_ = now_s();
   // A second SIGINT/SIGTERM does not wait for the step to end: it aborts the collectives
   // (or the process, when there are none) at once.
   std::atomic<bool> watching{true};
@@ -463,6 +537,7 @@ int Trainer::run() {
                                                 o_.sync == SyncMode::Diloco ? o_.outer_momentum : 0.0f);
   }
   resume_or_init();
+  if (param_sync_) param_sync_->begin();
   step_start_loader_ = loader_->state();
   if (grad_sync_) assign_muon_shards();
   if (o_.rank == 0) metrics_.open(o_.metrics_path, o_.resume ? step_ : -1);
@@ -531,9 +606,17 @@ int Trainer::run() {
     else opt_->step(step_);
     ++step_;
     step_start_loader_ = loader_->state();  // the position that goes with step_ in a checkpoint
-    if (param_sync_ && step_ % o_.sync_every == 0) {
+    const bool eval_now = o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps;
+    const bool save_now = o_.save_every > 0 && step_ % o_.save_every == 0 && step_ < last_step;
+    bool start_average = false;
+    if (param_sync_) {
       const double t1 = now_s();
-      param_sync_->sync();
+      param_sync_->finish();  // an overlapped average started one step ago (no-op otherwise)
+      if (step_ % o_.sync_every == 0) {
+        // Overlap unless this step evaluates, checkpoints or ends: those must see the average.
+        if (o_.sync_overlap && !eval_now && !save_now && step_ < last_step) start_average = true;
+        else param_sync_->sync();
+      }
       comm_s += now_s() - t1;
     }
     tokens_seen_ += double(global_tokens_);
@@ -543,53 +626,36 @@ int Trainer::run() {
     mine.step_s = now_s() - t0;
     mine.comm_s = comm_s;
     mine.tokens = double(accum_ * B * T);
+    mine.end_s = now_s() - run_start_s_;
     mine.stop = (stop_requested_ || g_signals.load() > 0) ? 1 : 0;
-    const auto ranks = gather_step(mine);
-    double loss = 0, step_s = 0;
-    for (const auto& r : ranks) {
-      loss += r.loss_weighted;
-      step_s = std::max(step_s, r.step_s);
-      if (r.stop) stopping = true;
-    }
-    const double tok_s = double(global_tokens_) / step_s;
-    const double mfu = double(flops_per_token_) * (mine.tokens / mine.step_s) / (peak_gflops_ * 1e9);
-    const double lr_mult = opt_->schedule(step_ - 1).lr_multiplier;
-    json rec = {{"step", step_}, {"loss", loss}, {"lr_mult", lr_mult}, {"tok_per_s", tok_s},
-                {"step_s", step_s}, {"comm_s", comm_s}, {"mfu", mfu}, {"tokens", tokens_seen_}};
-    if (comm_) {
-      json per_rank = json::array();
-      for (const auto& r : ranks) per_rank.push_back({{"step_s", r.step_s}, {"comm_s", r.comm_s}});
-      rec["ranks"] = per_rank;
-      if (grad_sync_) {
-        // Bytes this rank sent in this step, from the ring algorithm: an all-reduce of n
-        // values sends 2(p-1)/p * n values; a broadcast forwards n values once.
-        const double p = o_.world(), wire = o_.wire_bf16 ? 2.0 : 4.0;
-        const double reduced = double(grad_sync_->elements_synced() - synced_before);
-        double bcast = 0;
-        for (int r = 0; r < o_.world(); ++r)
-          for (int i : muon_owned_[size_t(r)]) bcast += double(all[size_t(opt_->muon_matrices()[size_t(i)].param)].numel);
-        rec["bytes_sent"] = 2.0 * (p - 1) / p * reduced * wire + bcast * 4.0 * (p - 1) / p;
-      } else if (param_sync_ && step_ % o_.sync_every == 0) {
-        const double p = o_.world(), wire = o_.wire_bf16 ? 2.0 : 4.0;
-        rec["bytes_sent"] = 2.0 * (p - 1) / p * double(model_->params().size()) * wire;
-      } else {
-        rec["bytes_sent"] = 0.0;
+    mine.bytes_sent = bytes_sent_this_step(synced_before);
+    pending_steps_.push_back(mine);
+    // With parameter averaging the ranks run free between syncs: the step reports travel
+    // together at the next sync (or evaluation, or the end), so that no rank waits for the
+    // slowest one at every step. Stop requests take effect there too.
+    const bool exchange_now = !param_sync_ || step_ % o_.sync_every == 0 || eval_now || step_ >= last_step;
+    if (exchange_now) {
+      if (report_steps(progress)) stopping = true;
+    } else {
+      // No collective until the next exchange: notice a lost rank (or an abort) now.
+      if (comm_ && !comm_->failure().empty()) {
+        if (g_signals.load() >= 2) throw net::Aborted(comm_->failure());
+        throw net::PeerLost(comm_->failure());
       }
+      char stats[160];
+      std::snprintf(stats, sizeof stats, "loss %.4f (this rank) | %.0f tok/s | comm %.2fs",
+                    loss_sum / double(accum_), double(global_tokens_) / mine.step_s, comm_s);
+      progress.update(step_, stats);
     }
-    metrics_.write(rec);
-    {
-      std::lock_guard<std::mutex> lock(status_mu_);
-      const double eta = step_s * double(last_step - step_);
-      status_ = {{"step", step_}, {"steps", o_.steps}, {"loss", loss}, {"tok_per_s", tok_s},
-                 {"eta_s", eta}, {"val_bpb", last_val_bpb_}, {"ranks", rec.value("ranks", json::array())}};
-    }
-    char stats[160];
-    std::snprintf(stats, sizeof stats, "loss %.4f | %.0f tok/s | mfu %.0f%% | comm %.2fs", loss, tok_s, 100 * mfu, comm_s);
-    progress.update(step_, stats);
 
-    if (std::isnan(loss)) throw RuntimeError("loss is NaN at step " + std::to_string(step_) + "; lower the learning rate or check the data");
-    if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps) evaluate_and_log();
-    if (o_.save_every > 0 && step_ % o_.save_every == 0 && step_ < last_step) save_checkpoint("periodic");
+    if (std::isnan(loss_sum)) throw RuntimeError("loss is NaN at step " + std::to_string(step_) + "; lower the learning rate or check the data");
+    if (eval_now) evaluate_and_log();
+    if (save_now) save_checkpoint("periodic");
+    // After the step's own exchange, so that the communicator is free until finish().
+    if (start_average) {
+      if (stopping) param_sync_->sync();  // the stop checkpoint holds the average
+      else param_sync_->start();
+    }
   }
   } catch (const net::PeerLost& e) {
     progress.finish();

@@ -115,6 +115,29 @@ BOOST_AUTO_TEST_CASE(diloco_with_unit_outer_step_equals_avg) {
   BOOST_TEST(m0 == m1);
 }
 
+// DiLoCo with a real outer step, and overlapped averaging: replicas are identical after
+// the last sync (a per-rank anchor, or an overlap that loses the average, breaks this).
+BOOST_AUTO_TEST_CASE(diloco_and_overlapped_avg_end_with_identical_replicas) {
+  const std::vector<std::string> runs[] = {
+      {"--sync", "diloco", "--sync-every", "3", "--outer-lr", "0.7", "--outer-momentum", "0.9"},
+      {"--sync", "avg", "--sync-every", "3", "--sync-overlap"}};
+  const char* names[] = {"diloco-outer", "avg-overlap"};
+  for (int k = 0; k < 2; ++k) {
+    std::vector<std::string> flags = {"--steps", "12", "--eval-every", "0"};
+    flags.insert(flags.end(), runs[k].begin(), runs[k].end());
+    auto procs = start_ranks(names[k], {1, 3}, nettest::port_base(2 + k), flags);
+    nettest::wait_all(procs, 300);
+    require_all_ok(procs);
+    const auto losses = traintest::losses(run_dir(names[k]) + "/metrics.jsonl");
+    BOOST_REQUIRE_EQUAL(losses.size(), 12u);
+    for (double l : losses) BOOST_TEST(std::isfinite(l));
+    BOOST_TEST(losses.back() < losses.front(), names[k] << " does not learn");
+    const auto m0 = rt::io::read_file(run_dir(names[k]) + "/rank0/step_000012/model.safetensors");
+    const auto m1 = rt::io::read_file(run_dir(names[k]) + "/rank1/step_000012/model.safetensors");
+    BOOST_TEST((m0 == m1), names[k] << ": replicas differ after the last sync");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(status_and_stop_on_the_job_port_then_resume) {
   const int port = nettest::port_base(0) + 2;
   const std::vector<std::string> long_run = {"--steps", "5000", "--eval-every", "0"};

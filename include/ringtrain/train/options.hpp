@@ -38,6 +38,7 @@ struct TrainOptions {
   std::vector<net::PeerAddress> peers;  // per rank, parsed from --peers; empty: one process
   SyncMode sync = SyncMode::Grad;
   int64_t sync_every = 1;
+  bool sync_overlap = false;  // avg/diloco: average in the background, one step delayed
   float outer_lr = 0.7f;
   float outer_momentum = 0.9f;
   bool wire_bf16 = false;

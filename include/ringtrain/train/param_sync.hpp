@@ -6,8 +6,16 @@
 // sync: delta = anchor - average; m = mu*m + delta; anchor -= lr*(delta + mu*m); every rank
 // continues from the new anchor. With lr 1 and mu 0 this is exactly avg.
 // Each rank keeps its own optimizer state (as in local SGD and DiLoCo).
+//
+// Overlap (--sync-overlap): start() takes a snapshot x of the parameters and all-reduces it
+// on a thread of its own while the next step computes; finish(), one step later, sets
+// p = average(x) + (p - x): the average, plus the local progress made meanwhile (one-step
+// delayed averaging). The network time hides behind a step's compute instead of stopping
+// it. Between start() and finish() the caller must not use the communicator.
 #pragma once
+#include <exception>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ringtrain/model/params.hpp"
@@ -19,9 +27,24 @@ class ParamSync {
  public:
   ParamSync(net::Communicator& comm, net::Wire wire, model::ParamSet& params, double my_weight,
             float outer_lr, float outer_momentum);
+  ParamSync(const ParamSync&) = delete;
+  ParamSync& operator=(const ParamSync&) = delete;
+  // Aborts the communicator if an average is still in flight (only on an error path).
+  ~ParamSync();
+
+  // Call once the parameters hold the starting point (fresh initialisation, identical on
+  // every rank, or a checkpoint): diloco's anchor starts there unless the checkpoint had one.
+  void begin();
+
   // Averages (and takes the outer step). On a communication error the parameters are left
   // as they were before the call, and the error is rethrown.
   void sync();
+  // The same, in the background: start() returns at once; finish() waits for the network,
+  // then applies the average to the parameters as they are by then (see above). On a
+  // communication error finish() leaves the parameters alone and rethrows.
+  void start();
+  void finish();
+  bool in_flight() const { return worker_.joinable(); }
 
   std::string save_state() const;
   void load_state(const std::string& bytes);
@@ -34,7 +57,14 @@ class ParamSync {
   model::ParamSet& params_;
   double weight_;
   float outer_lr_, outer_momentum_;
+  // Turns buf_ (the average) into the parameters to continue from, taking the outer step
+  // for diloco; adds p - snapshot_ first when the average was overlapped.
+  void apply(bool overlapped);
+
   std::vector<float> buf_, anchor_, momentum_;
+  std::vector<float> snapshot_;  // the parameters start() averaged (overlap only)
+  std::thread worker_;
+  std::exception_ptr worker_error_;
 };
 
 }  // namespace rt::train

@@ -1,0 +1,131 @@
+// Parameter averaging (avg, diloco, overlapped) between two communicators on 127.0.0.1, one
+// per thread, against the formulas written out in full: weighted average, DiLoCo's outer
+// Nesterov step from the starting point, and the overlap's "average plus local progress".
+#include <boost/test/unit_test.hpp>
+
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "../net/spawn.hpp"
+#include "ringtrain/model/params.hpp"
+#include "ringtrain/net/communicator.hpp"
+#include "ringtrain/train/param_sync.hpp"
+
+using rt::train::ParamSync;
+
+namespace {
+
+constexpr int64_t kN = 1003;  // odd: the ring's segments differ in size
+const double kWeight[2] = {0.25, 0.75};  // uneven ranks: 1 and 3 rows of the same step
+
+// Starting parameters, identical on both ranks (same seed), and each rank's local progress.
+float start_value(int64_t i) { return float(i % 17) * 0.125f - 1.0f; }
+float progress(int rank, int64_t i, int round) { return float((i * (rank + 3) + round) % 11) * 0.0625f - 0.3f; }
+
+// Runs body(rank, comm, params) on two ranks at once, each in a thread of its own.
+void on_two_ranks(int slot, const std::function<void(int, rt::net::Communicator&, rt::model::ParamSet&)>& body) {
+  const int port = nettest::port_base(slot);
+  std::exception_ptr errors[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        rt::net::CommOptions o;
+        o.rank = r;
+        o.peers = rt::net::parse_peers(nettest::loopback_peers(2, port));
+        o.connect_timeout_s = 30;
+        rt::net::Communicator comm(o);
+        rt::model::ParamSet ps;
+        ps.add("w", {kN});
+        ps.finalize();
+        for (int64_t i = 0; i < kN; ++i) ps.data()[i] = start_value(i);
+        body(r, comm, ps);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// Local training between syncs, as each rank would do it.
+void local_steps(rt::model::ParamSet& ps, int rank, int round) {
+  for (int64_t i = 0; i < kN; ++i) ps.data()[i] += progress(rank, i, round);
+}
+
+// Rank r's parameters after round `round` of local steps from `from` (all ranks' copies).
+float local_value(float from, int rank, int64_t i, int round) { return from + progress(rank, i, round); }
+
+float weighted_average(float x0, float x1) { return float(x0 * float(kWeight[0])) + float(x1 * float(kWeight[1])); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(param_sync)
+
+BOOST_AUTO_TEST_CASE(avg_is_the_token_weighted_average) {
+  std::vector<float> result[2];
+  on_two_ranks(0, [&](int r, rt::net::Communicator& comm, rt::model::ParamSet& ps) {
+    ParamSync sync(comm, rt::net::Wire::F32, ps, kWeight[r], 1.0f, 0.0f);
+    sync.begin();
+    local_steps(ps, r, 0);
+    sync.sync();
+    result[r].assign(ps.data(), ps.data() + kN);
+  });
+  for (int64_t i = 0; i < kN; ++i) {
+    const float expect = weighted_average(local_value(start_value(i), 0, i, 0), local_value(start_value(i), 1, i, 0));
+    BOOST_TEST(result[0][size_t(i)] == expect);
+    BOOST_TEST(result[1][size_t(i)] == expect);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(diloco_takes_the_outer_step_from_the_common_start) {
+  const float lr = 0.7f, mu = 0.9f;
+  std::vector<float> result[2];
+  on_two_ranks(1, [&](int r, rt::net::Communicator& comm, rt::model::ParamSet& ps) {
+    ParamSync sync(comm, rt::net::Wire::F32, ps, kWeight[r], lr, mu);
+    sync.begin();  // the anchor is the common starting point
+    for (int round = 0; round < 2; ++round) {
+      local_steps(ps, r, round);
+      sync.sync();
+    }
+    result[r].assign(ps.data(), ps.data() + kN);
+  });
+  // Replicas agree (a wrong anchor, e.g. each rank's own parameters, makes them differ).
+  BOOST_TEST(result[0] == result[1]);
+  for (int64_t i = 0; i < kN; i += 97) {
+    float anchor = start_value(i), m = 0;
+    for (int round = 0; round < 2; ++round) {
+      const float avg = weighted_average(local_value(anchor, 0, i, round), local_value(anchor, 1, i, round));
+      const float delta = anchor - avg;
+      m = mu * m + delta;
+      anchor = anchor - lr * (delta + mu * m);
+    }
+    BOOST_TEST(result[0][size_t(i)] == anchor);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(overlapped_average_adds_the_progress_made_meanwhile) {
+  std::vector<float> result[2];
+  on_two_ranks(2, [&](int r, rt::net::Communicator& comm, rt::model::ParamSet& ps) {
+    ParamSync sync(comm, rt::net::Wire::F32, ps, kWeight[r], 1.0f, 0.0f);
+    sync.begin();
+    local_steps(ps, r, 0);
+    sync.start();  // averages the parameters as they are now...
+    BOOST_TEST(sync.in_flight());
+    local_steps(ps, r, 1);  // ...while the next step computes
+    sync.finish();
+    BOOST_TEST(!sync.in_flight());
+    result[r].assign(ps.data(), ps.data() + kN);
+  });
+  for (int r = 0; r < 2; ++r)
+    for (int64_t i = 0; i < kN; ++i) {
+      const float x0 = local_value(start_value(i), 0, i, 0), x1 = local_value(start_value(i), 1, i, 0);
+      const float mine = r == 0 ? x0 : x1;
+      const float now = local_value(mine, r, i, 1);
+      BOOST_TEST(result[r][size_t(i)] == weighted_average(x0, x1) + (now - mine));
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

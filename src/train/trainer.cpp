@@ -112,8 +112,8 @@ class Trainer {
   // The bytes this rank sent in the step that just ended (from the algorithms' formulas).
   double bytes_sent_this_step(uint64_t grad_elements_before) const;
   // Exchanges the pending step reports of every rank, writes their metrics records (rank 0),
-  // the status and the progress line. Returns true if any rank asked to stop.
-  bool report_steps(Progress& progress);
+  // the status (ETA to last_step) and the progress line. Returns true if any rank asked to stop.
+  bool report_steps(Progress& progress, int64_t last_step);
 
   TrainOptions o_;
   DataSet data_;
@@ -277,11 +277,11 @@ double Trainer::bytes_sent_this_step(uint64_t grad_elements_before) const {
   return 0;
 }
 
-bool Trainer::report_steps(Progress& progress) {
+bool Trainer::report_steps(Progress& progress, int64_t last_step) {
   const size_t n = pending_steps_.size();
   std::vector<std::vector<RankStep>> ranks(size_t(o_.world()));  // [rank][pending step]
   if (!comm_) {
-    ranks[0] = pending_steps_;
+    ranks[0].swap(pending_steps_);
   } else {
     const auto all = comm_->all_gather_bytes(
         std::string_view(reinterpret_cast<const char*>(pending_steps_.data()), n * sizeof(RankStep)));
@@ -320,7 +320,7 @@ bool Trainer::report_steps(Progress& progress) {
     {
       std::lock_guard<std::mutex> lock(status_mu_);
       status_ = {{"step", step}, {"steps", o_.steps}, {"loss", loss}, {"tok_per_s", tok_s},
-                 {"eta_s", step_s * double(std::max<int64_t>(0, o_.steps - step))}, {"val_bpb", last_val_bpb_},
+                 {"eta_s", step_s * double(last_step - step)}, {"val_bpb", last_val_bpb_},
                  {"ranks", per_rank}};
     }
     char stats[160];
@@ -635,7 +635,7 @@ int Trainer::run() {
     // slowest one at every step. Stop requests take effect there too.
     const bool exchange_now = !param_sync_ || step_ % o_.sync_every == 0 || eval_now || step_ >= last_step;
     if (exchange_now) {
-      if (report_steps(progress)) stopping = true;
+      if (report_steps(progress, last_step)) stopping = true;
     } else {
       // No collective until the next exchange: notice a lost rank (or an abort) now.
       if (comm_ && !comm_->failure().empty()) {

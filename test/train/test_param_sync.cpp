@@ -3,7 +3,9 @@
 // Nesterov step from the starting point, and the overlap's "average plus local progress".
 #include <boost/test/unit_test.hpp>
 
+#include <array>
 #include <functional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -23,9 +25,15 @@ const double kWeight[2] = {0.25, 0.75};  // uneven ranks: 1 and 3 rows of the sa
 float start_value(int64_t i) { return float(i % 17) * 0.125f - 1.0f; }
 float progress(int rank, int64_t i, int round) { return float((i * (rank + 3) + round) % 11) * 0.0625f - 0.3f; }
 
-// Runs body(rank, comm, params) on two ranks at once, each in a thread of its own.
-void on_two_ranks(int slot, const std::function<void(int, rt::net::Communicator&, rt::model::ParamSet&)>& body) {
+using Finals = std::array<std::vector<float>, 2>;  // each rank's parameters at the end
+
+// Runs body(rank, sync, params) on two ranks at once, each in a thread of its own with its
+// own communicator and a ParamSync(lr, mu) that has begun; returns the final parameters.
+// Failures inside a rank are thrown (Boost.Test's checks are not for other threads).
+Finals on_two_ranks(int slot, float lr, float mu,
+                    const std::function<void(int, ParamSync&, rt::model::ParamSet&)>& body) {
   const int port = nettest::port_base(slot);
+  Finals finals;
   std::exception_ptr errors[2];
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
@@ -40,7 +48,10 @@ void on_two_ranks(int slot, const std::function<void(int, rt::net::Communicator&
         ps.add("w", {kN});
         ps.finalize();
         for (int64_t i = 0; i < kN; ++i) ps.data()[i] = start_value(i);
-        body(r, comm, ps);
+        ParamSync sync(comm, rt::net::Wire::F32, ps, kWeight[r], lr, mu);
+        sync.begin();  // diloco's anchor: the common starting point
+        body(r, sync, ps);
+        finals[size_t(r)].assign(ps.data(), ps.data() + kN);
       } catch (...) {
         errors[r] = std::current_exception();
       }
@@ -48,6 +59,11 @@ void on_two_ranks(int slot, const std::function<void(int, rt::net::Communicator&
   for (auto& t : threads) t.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+  return finals;
+}
+
+void require(bool ok, const char* what) {
+  if (!ok) throw std::runtime_error(what);
 }
 
 // Local training between syncs, as each rank would do it.
@@ -65,13 +81,9 @@ float weighted_average(float x0, float x1) { return float(x0 * float(kWeight[0])
 BOOST_AUTO_TEST_SUITE(param_sync)
 
 BOOST_AUTO_TEST_CASE(avg_is_the_token_weighted_average) {
-  std::vector<float> result[2];
-  on_two_ranks(0, [&](int r, rt::net::Communicator& comm, rt::model::ParamSet& ps) {
-    ParamSync sync(comm, rt::net::Wire::F32, ps, kWeight[r], 1.0f, 0.0f);
-    sync.begin();
+  const Finals result = on_two_ranks(0, 1.0f, 0.0f, [](int r, ParamSync& sync, rt::model::ParamSet& ps) {
     local_steps(ps, r, 0);
     sync.sync();
-    result[r].assign(ps.data(), ps.data() + kN);
   });
   for (int64_t i = 0; i < kN; ++i) {
     const float expect = weighted_average(local_value(start_value(i), 0, i, 0), local_value(start_value(i), 1, i, 0));
@@ -82,15 +94,11 @@ BOOST_AUTO_TEST_CASE(avg_is_the_token_weighted_average) {
 
 BOOST_AUTO_TEST_CASE(diloco_takes_the_outer_step_from_the_common_start) {
   const float lr = 0.7f, mu = 0.9f;
-  std::vector<float> result[2];
-  on_two_ranks(1, [&](int r, rt::net::Communicator& comm, rt::model::ParamSet& ps) {
-    ParamSync sync(comm, rt::net::Wire::F32, ps, kWeight[r], lr, mu);
-    sync.begin();  // the anchor is the common starting point
+  const Finals result = on_two_ranks(1, lr, mu, [](int r, ParamSync& sync, rt::model::ParamSet& ps) {
     for (int round = 0; round < 2; ++round) {
       local_steps(ps, r, round);
       sync.sync();
     }
-    result[r].assign(ps.data(), ps.data() + kN);
   });
   // Replicas agree (a wrong anchor, e.g. each rank's own parameters, makes them differ).
   BOOST_TEST(result[0] == result[1]);
@@ -107,17 +115,13 @@ BOOST_AUTO_TEST_CASE(diloco_takes_the_outer_step_from_the_common_start) {
 }
 
 BOOST_AUTO_TEST_CASE(overlapped_average_adds_the_progress_made_meanwhile) {
-  std::vector<float> result[2];
-  on_two_ranks(2, [&](int r, rt::net::Communicator& comm, rt::model::ParamSet& ps) {
-    ParamSync sync(comm, rt::net::Wire::F32, ps, kWeight[r], 1.0f, 0.0f);
-    sync.begin();
+  const Finals result = on_two_ranks(2, 1.0f, 0.0f, [](int r, ParamSync& sync, rt::model::ParamSet& ps) {
     local_steps(ps, r, 0);
     sync.start();  // averages the parameters as they are now...
-    BOOST_TEST(sync.in_flight());
+    require(sync.in_flight(), "start() left no average in flight");
     local_steps(ps, r, 1);  // ...while the next step computes
     sync.finish();
-    BOOST_TEST(!sync.in_flight());
-    result[r].assign(ps.data(), ps.data() + kN);
+    require(!sync.in_flight(), "finish() left the average in flight");
   });
   for (int r = 0; r < 2; ++r)
     for (int64_t i = 0; i < kN; ++i) {

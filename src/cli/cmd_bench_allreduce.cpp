@@ -17,6 +17,7 @@
 #include "ringtrain/cli/commands.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/net/communicator.hpp"
+#include "ringtrain/train/log.hpp"
 
 namespace rt::cli {
 namespace {
@@ -147,6 +148,9 @@ int cmd_bench_allreduce(int argc, char** argv) {
   net::Communicator comm(o);
   signals.watch(comm);
   const int N = comm.world(), me = comm.rank();
+  // On every rank, once the ring is up and signals are handled (scripts and tests wait for it).
+  train::log_set_rank(me, N);
+  train::logf("ring of %d ranks is up; measuring %zu sizes", N, sizes.size());
   if (me == 0 && !json)
     std::printf("# ring all-reduce, %d ranks, %s wire, op %s, chunk %zu bytes (MB = 10^6 bytes)\n"
                 "%14s %10s %12s %12s %6s\n",

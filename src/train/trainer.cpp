@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -401,7 +402,12 @@ void Trainer::check_memory() {
 // must stay bit-identical; compare a checksum of the whole arena to catch any drift.
 void Trainer::check_replicas() {
   if (!grad_sync_) return;
-  const auto& ps = model_->params();
+  auto& ps = model_->params();
+  // For the test of this check only (test/train/test_distributed.cpp, drifted_replicas_stop_the_job):
+  // RINGTRAIN_TEST_PERTURB_RANK=R makes rank R move one parameter by one ulp before each
+  // check after step 0, as a replica that rounds differently would.
+  if (const char* r = std::getenv("RINGTRAIN_TEST_PERTURB_RANK"); r && step_ > 0 && std::atoi(r) == o_.rank)
+    ps.data()[0] = std::nextafter(ps.data()[0], INFINITY);
   const uint32_t crc = crc32_of(ps.data(), size_t(ps.size()) * sizeof(float));
   const auto all = comm_->all_gather_bytes(std::to_string(crc));
   for (size_t r = 0; r < all.size(); ++r)

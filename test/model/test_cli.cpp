@@ -36,6 +36,7 @@ Run run(const std::string& args) {
 
 BOOST_AUTO_TEST_SUITE(cli)
 
+// nanochat's d8 numbers (nanochat/gpt.py: GPT.num_scaling_params() total, GPT.estimate_flops()).
 BOOST_AUTO_TEST_CASE(info_d8_json) {
   const auto r = run("info --depth 8 --json");
   BOOST_TEST_REQUIRE(r.code == 0);

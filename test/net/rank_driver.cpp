@@ -206,7 +206,10 @@ int main(int argc, char** argv) {
     o.connect_timeout_s = a.connect_timeout;
     o.peer_timeout_s = a.peer_timeout;
     o.chunk_bytes = a.chunk_bytes;
+    // Readiness lines for the tests: this rank now waits for the others, then the ring is up.
+    std::printf("rank %d: waiting for %zu ranks\n", a.rank, o.peers.size()), std::fflush(stdout);
     Communicator c(o);
+    std::printf("rank %d: joined the ring of %d ranks\n", c.rank(), c.world()), std::fflush(stdout);
     if (a.scenario == "exact") scenario_exact(c, a);
     else if (a.scenario == "bf16") scenario_bf16(c, a);
     else if (a.scenario == "loop") scenario_loop(c, a);

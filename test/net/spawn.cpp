@@ -107,7 +107,7 @@ std::vector<Proc> spawn_ranks(int world, const std::string& peers, const std::st
   return procs;
 }
 
-void wait_one(Proc& p, double deadline_s) {
+bool wait_exit(Proc& p, double deadline_s) {
   auto deadline = Clock::now() + std::chrono::duration<double>(deadline_s);
   while (true) {
     int status = 0;
@@ -116,16 +116,19 @@ void wait_one(Proc& p, double deadline_s) {
       p.seconds = std::chrono::duration<double>(Clock::now() - start_of(p.pid)).count();
       if (WIFEXITED(status)) p.exit_code = WEXITSTATUS(status);
       else p.exit_code = -1, p.signal = WTERMSIG(status);
-      return;
+      return true;
     }
-    if (Clock::now() > deadline) {
-      kill(p.pid, SIGKILL);
-      waitpid(p.pid, &status, 0);
-      p.exit_code = -2;
-      return;
-    }
+    if (Clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+void wait_one(Proc& p, double deadline_s) {
+  if (wait_exit(p, deadline_s)) return;
+  int status = 0;
+  kill(p.pid, SIGKILL);
+  waitpid(p.pid, &status, 0);
+  p.exit_code = -2;
 }
 
 void wait_all(std::vector<Proc>& procs, double deadline_s) {
@@ -134,6 +137,25 @@ void wait_all(std::vector<Proc>& procs, double deadline_s) {
 }
 
 bool alive(pid_t pid) { return kill(pid, 0) == 0; }
+
+bool wait_until(const std::function<bool()>& ready, double deadline_s) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(deadline_s);
+  while (!ready()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+bool wait_for_output(const std::vector<Proc>& procs, const std::string& marker, double deadline_s, Stream stream) {
+  return wait_until(
+      [&] {
+        for (const auto& p : procs)
+          if ((stream == Stream::Out ? p.out() : p.err()).find(marker) == std::string::npos) return false;
+        return true;
+      },
+      deadline_s);
+}
 
 int run_shell(const std::string& cmd, std::string* output) {
   std::string full = cmd + " 2>&1";

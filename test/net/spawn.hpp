@@ -3,6 +3,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,17 @@ std::vector<Proc> spawn_ranks(int world, const std::string& peers, const std::st
 // Waits for every process until the deadline (seconds from now); kills the rest (SIGKILL).
 void wait_all(std::vector<Proc>& procs, double deadline_s);
 void wait_one(Proc& p, double deadline_s);
+// Waits up to deadline_s for p to exit: true (exit_code etc. filled in), or false if it is
+// still running (it is left running).
+bool wait_exit(Proc& p, double deadline_s);
 bool alive(pid_t pid);
+// Polls `ready` every 50 ms until it returns true (then true) or the deadline passes (false).
+bool wait_until(const std::function<bool()>& ready, double deadline_s);
+enum class Stream { Out, Err };
+// Waits until every process printed `marker` on the stream: the readiness lines that tests
+// wait for instead of sleeping. False at the deadline.
+bool wait_for_output(const std::vector<Proc>& procs, const std::string& marker, double deadline_s,
+                     Stream stream = Stream::Out);
 // Runs a shell command, returns its exit code and output (stdout+stderr).
 int run_shell(const std::string& cmd, std::string* output = nullptr);
 

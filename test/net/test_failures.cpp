@@ -16,18 +16,6 @@ namespace {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// Waits until every process printed `marker` on stdout (or one exited, or the deadline).
-bool wait_for_output(const std::vector<Proc>& procs, const std::string& marker, double deadline_s) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(deadline_s);
-  while (std::chrono::steady_clock::now() < deadline) {
-    bool all = true;
-    for (const auto& p : procs) all = all && contains(p.out(), marker);
-    if (all) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(handshake)
@@ -85,12 +73,14 @@ BOOST_AUTO_TEST_CASE(ranks_started_late_and_in_any_order_join) {
   std::string peers = loopback_peers(3, port_base(2));
   std::vector<Proc> procs;
   for (int r : {2, 0}) procs.push_back(spawn({driver_path(), "--rank", std::to_string(r), "--peers", peers, "--scenario", "hello"}, "order"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Rank 1 starts only once ranks 2 and 0 said they are waiting for the others.
+  BOOST_REQUIRE(wait_for_output(procs, "waiting for 3 ranks", 30));
   procs.push_back(spawn({driver_path(), "--rank", "1", "--peers", peers, "--scenario", "hello"}, "order"));
   wait_all(procs, 60);
   for (auto& p : procs) {
     BOOST_TEST_INFO(p.err());
     BOOST_TEST(p.exit_code == 0);
+    BOOST_TEST(contains(p.out(), "joined the ring of 3 ranks"));
   }
 }
 
@@ -110,6 +100,7 @@ BOOST_AUTO_TEST_CASE(port_in_use_names_the_holder_and_restart_works) {
   BOOST_TEST(contains(intruder.err(), "port " + std::to_string(base) + " (127.0.0.1:" + std::to_string(base) + ", rank 0) is already in use by pid " +
                                           std::to_string(serving[0].pid)));
   BOOST_TEST(contains(intruder.err(), "net_rank_driver"));
+  BOOST_TEST(contains(intruder.err(), "); stop that process or give this rank another port in --peers\n"));
   for (int r = 0; r < 2; ++r) BOOST_TEST(contains(rt::net::request("127.0.0.1:" + std::to_string(base + r), "quit", 5), "got 'quit'"));
   wait_all(serving, 30);
   for (auto& p : serving) BOOST_TEST(p.exit_code == 0);
@@ -141,11 +132,15 @@ BOOST_AUTO_TEST_SUITE(failures)
 // timeout, naming it, and no process is left behind.
 BOOST_AUTO_TEST_CASE(sigkill_mid_allreduce_is_reported_by_every_other_rank) {
   const int world = 3, base = port_base(0);
-  auto procs = spawn_ranks(world, loopback_peers(world, base), "loop", {"--peer-timeout", "3", "--big-floats", "4000000"}, "kill");
+  const double peer_timeout = 3;
+  auto procs = spawn_ranks(world, loopback_peers(world, base), "loop",
+                           {"--peer-timeout", std::to_string(peer_timeout), "--big-floats", "4000000"}, "kill");
   BOOST_REQUIRE(wait_for_output(procs, "looping", 60));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   kill(procs[1].pid, SIGKILL);
-  wait_all(procs, 3 + 30);  // generous margin for a loaded machine; the report says 'within'
+  const auto killed_at = std::chrono::steady_clock::now();
+  wait_all(procs, peer_timeout + 30);  // reap them all; the time limit is checked below
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  BOOST_TEST(took < peer_timeout + 5, "the others took " << took << " s to give up");
   BOOST_TEST(procs[1].signal == SIGKILL);
   for (int r : {0, 2}) {
     std::string err = procs[r].err();
@@ -160,14 +155,19 @@ BOOST_AUTO_TEST_CASE(sigkill_mid_allreduce_is_reported_by_every_other_rank) {
 // peer exits 1 naming it.
 BOOST_AUTO_TEST_CASE(sigint_closes_cleanly_and_peers_are_told) {
   std::string peers = loopback_peers(2, port_base(1));
+  const double peer_timeout = 5;
   std::vector<Proc> procs;
   for (int r = 0; r < 2; ++r)
     procs.push_back(spawn({ringtrain_path(), "bench", "allreduce", "--rank", std::to_string(r), "--peers", peers, "--sizes",
-                           "16M", "--iters", "100000", "--peer-timeout", "5"},
+                           "16M", "--iters", "100000", "--peer-timeout", std::to_string(peer_timeout)},
                           "sigint"));
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // Both ranks say when the ring is up (their signal handling is in place by then).
+  BOOST_REQUIRE(wait_for_output(procs, "ring of 2 ranks is up", 60, Stream::Err));
   kill(procs[0].pid, SIGINT);
-  wait_all(procs, 30);
+  const auto interrupted_at = std::chrono::steady_clock::now();
+  wait_all(procs, peer_timeout + 30);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - interrupted_at).count();
+  BOOST_TEST(took < peer_timeout + 5, "the ranks took " << took << " s to exit");
   BOOST_TEST_INFO(procs[0].err() << " | " << procs[1].err());
   BOOST_TEST(procs[0].exit_code == 1);
   BOOST_TEST(contains(procs[0].err(), "interrupted by SIGINT"));

@@ -2,6 +2,9 @@
 // (0, 1, 7, 1000, 1,000,003 and 64 MB of floats), many mixed collectives back to back, bf16
 // on the wire within its rounding bound, and `ringtrain bench allreduce` end to end.
 #include <boost/test/unit_test.hpp>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "spawn.hpp"
 
@@ -64,12 +67,18 @@ BOOST_AUTO_TEST_CASE(bench_allreduce_reports_checked_results) {
     BOOST_TEST_INFO("stderr: " << p.err());
     BOOST_TEST(p.exit_code == 0);
   }
-  std::string out = procs[0].out();
-  int lines = 0;
-  for (size_t pos = 0; (pos = out.find("\"busbw_MBps\":", pos)) != std::string::npos; ++pos) ++lines;
-  BOOST_TEST(lines == 5);  // 4K, 16K, 64K, 256K, 1M
-  BOOST_TEST(out.find("\"bytes\":4096,") != std::string::npos);
-  BOOST_TEST(out.find("\"correct\":true") != std::string::npos);
+  // One JSON line per size, each checked: every size must be present and correct.
+  std::vector<size_t> sizes;
+  std::istringstream lines(procs[0].out());
+  for (std::string line; std::getline(lines, line);) {
+    BOOST_TEST_INFO("line: " << line);
+    const auto rec = nlohmann::json::parse(line);
+    BOOST_TEST(rec.value("correct", false));
+    BOOST_TEST(rec.value("busbw_MBps", 0.0) > 0.0);
+    sizes.push_back(rec.value("bytes", size_t{0}));
+  }
+  const std::vector<size_t> want = {4096, 16384, 65536, 262144, 1048576};  // 4K .. 1M, factor 4
+  BOOST_TEST(sizes == want, boost::test_tools::per_element());
   BOOST_TEST(procs[1].out().empty());  // only rank 0 reports
 }
 

@@ -1,6 +1,7 @@
 // Two simulated hosts (network namespaces on a bridge, tools/netns/hosts.sh) whose
 // firewalls drop everything but TCP 29500-29510: the collectives complete, and `ss` shows
-// no listening TCP socket other than the listed ports. Needs root; skipped otherwise.
+// no listening TCP socket other than the listed ports. Needs root; reported as skipped
+// (exit 77) otherwise.
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -9,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../common/skip.hpp"
 #include "netns_hosts.hpp"
 #include "spawn.hpp"
 
@@ -17,10 +19,7 @@ using namespace nettest;
 BOOST_AUTO_TEST_SUITE(netns)
 
 BOOST_AUTO_TEST_CASE(allreduce_passes_a_firewall_that_opens_only_the_listed_range) {
-  if (geteuid() != 0) {
-    BOOST_TEST_MESSAGE("skipped: network namespaces need root (CI runs as root)");
-    return;
-  }
+  if (!testskip::require(geteuid() == 0, "network namespaces need root (CI runs as root)")) return;
   NetnsHosts hosts(2, "n", "--firewall 29500-29510");
   const std::string peers = "10.99.0.1:29500,10.99.0.2:29501";
   std::vector<Proc> procs;

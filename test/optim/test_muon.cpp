@@ -38,9 +38,19 @@ double frob(const Mat& X) {
   return std::sqrt(s);
 }
 
+// nanochat/optim.py, polar_express_coeffs (Polar Express, 5 iterations, safety factor 2e-2,
+// cushion 2), written out here so that the reference does not share the implementation's table.
+const double kNanochatPolarExpressCoeffs[5][3] = {
+    {8.156554524902461, -22.48329292557795, 15.878769915207462},
+    {4.042929935166739, -2.808917465908714, 0.5000178451051316},
+    {3.8916678022926607, -2.772484153217685, 0.5060648178503393},
+    {3.285753657755655, -2.3681294933425376, 0.46449024233003106},
+    {2.3465413258596377, -1.7097828382687081, 0.42323551169305323},
+};
+
 void polar_express_ref(Mat& X, int64_t m, int64_t n) {
   const bool tall = m > n;
-  for (const auto& co : kPolarExpressCoeffs) {
+  for (const auto& co : kNanochatPolarExpressCoeffs) {
     const double a = co[0], b = co[1], c = co[2];
     const int64_t s = tall ? n : m;
     const Mat Xt = transpose(X, m, n);
@@ -118,6 +128,12 @@ const Shape kShapes[] = {{96, 32}, {32, 96}, {48, 48}, {2, 12}, {12, 2}, {1, 24}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(optim_muon)
+
+BOOST_AUTO_TEST_CASE(polar_express_coefficients_are_nanochats) {
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 3; ++j)
+      BOOST_TEST(kPolarExpressCoeffs[i][j] == kNanochatPolarExpressCoeffs[i][j], "iteration " << i << " coefficient " << j);
+}
 
 BOOST_AUTO_TEST_CASE(polar_express_matches_double) {
   std::mt19937 rng(3);

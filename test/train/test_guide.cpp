@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../common/skip.hpp"
 #include "../net/netns_hosts.hpp"
 #include "../net/spawn.hpp"
 #include "ringtrain/train/checkpoint.hpp"
@@ -67,10 +68,7 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 BOOST_AUTO_TEST_SUITE(guide)
 
 BOOST_AUTO_TEST_CASE(two_host_guide_runs_as_written) {
-  if (geteuid() != 0) {
-    BOOST_TEST_MESSAGE("skipped: network namespaces need root");
-    return;
-  }
+  if (!testskip::require(geteuid() == 0, "network namespaces need root (CI runs as root)")) return;
   nettest::NetnsHosts hosts(2, "g");
   const std::string bin = nettest::ringtrain_path(), data = traintest::prepared_data();
   const std::string run = nettest::scratch_dir() + "/guide-run";

@@ -10,6 +10,7 @@
 
 #include "../net/spawn.hpp"
 #include "ringtrain/train/checkpoint.hpp"
+#include "readme_messages.hpp"
 #include "train_fixture.hpp"
 
 namespace fs = std::filesystem;
@@ -17,22 +18,14 @@ using nettest::Proc;
 
 namespace {
 
+using traintest::run_dir;
+
 Proc train(const std::vector<std::string>& extra, const std::string& tag, double deadline_s = 300) {
-  std::vector<std::string> argv = {nettest::ringtrain_path(), "train", "--data", traintest::prepared_data()};
-  for (const auto& f : traintest::tiny_model_flags()) argv.push_back(f);
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  Proc p = nettest::spawn(argv, tag);
+  Proc p = nettest::spawn(traintest::train_argv(extra), tag);
   nettest::wait_one(p, deadline_s);
   return p;
 }
 
-std::string run_dir(const std::string& name) { return nettest::scratch_dir() + "/" + name; }
-
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
 
 }  // namespace
 
@@ -79,11 +72,8 @@ BOOST_AUTO_TEST_CASE(sigterm_at_any_moment_checkpoints_and_exits_0) {
   int k = 0;
   for (double delay : delays_s) {
     const std::string out = run_dir("sigterm" + std::to_string(k));
-    std::vector<std::string> argv = {nettest::ringtrain_path(), "train", "--data", traintest::prepared_data()};
-    for (const auto& f : traintest::tiny_model_flags()) argv.push_back(f);
-    for (const char* f : {"--steps", "100000", "--eval-every", "5", "--threads", "2", "--out"}) argv.push_back(f);
-    argv.push_back(out);
-    Proc p = nettest::spawn(argv, "sigterm" + std::to_string(k++));
+    Proc p = nettest::spawn(traintest::train_argv({"--steps", "100000", "--eval-every", "5", "--threads", "2", "--out", out}),
+                            "sigterm" + std::to_string(k++));
     // From the first metrics line on (before it, the handler may not be installed yet and
     // SIGTERM ends the process with nothing to save).
     for (int i = 0; i < 600 && !fs::exists(out + "/metrics.jsonl"); ++i)
@@ -112,8 +102,10 @@ BOOST_AUTO_TEST_CASE(missing_data_dir) {
   Proc p = nettest::spawn(argv, "nodata");
   nettest::wait_one(p, 60);
   BOOST_TEST(p.exit_code == 2);
-  BOOST_TEST(count_lines(p.err()) == 1, p.err());
-  BOOST_TEST(p.err().find("data prepare") != std::string::npos, p.err());
+  BOOST_TEST(traintest::count_lines(p.err()) == 1, p.err());
+  // The README's troubleshooting row, with this run's directory.
+  BOOST_TEST(traintest::readme::has("`" + traintest::readme::data_not_a_directory("data/kdoc") + "`"));
+  BOOST_TEST(p.err().find(traintest::readme::data_not_a_directory(run_dir("no-such-dir")) + "\n") != std::string::npos, p.err());
   BOOST_TEST(!fs::exists(run_dir("x")));
 }
 
@@ -127,7 +119,7 @@ BOOST_AUTO_TEST_CASE(truncated_shard) {
   Proc p = nettest::spawn(argv, "truncated");
   nettest::wait_one(p, 60);
   BOOST_TEST(p.exit_code == 2);
-  BOOST_TEST(count_lines(p.err()) == 1, p.err());
+  BOOST_TEST(traintest::count_lines(p.err()) == 1, p.err());
   BOOST_TEST(p.err().find("train.bin") != std::string::npos, p.err());
 }
 
@@ -138,7 +130,11 @@ BOOST_AUTO_TEST_CASE(checkpoint_of_another_config_is_refused_and_kept) {
   std::vector<std::string> more = {"--steps", "4", "--out", run_dir("cfg"), "--resume", "--depth", "3"};
   Proc q = train(more, "cfg-resume");
   BOOST_TEST(q.exit_code == 2);
-  BOOST_TEST(q.err().find("another model") != std::string::npos, q.err());
+  BOOST_TEST(traintest::count_lines(q.err()) == 1, q.err());
+  // The README's troubleshooting row names the checkpoint; the line goes on with both configs.
+  BOOST_TEST(traintest::readme::has("`" + traintest::readme::other_model("runs/d4/rank0/step_000050") + "...)`"));
+  BOOST_TEST(q.err().find(traintest::readme::other_model(run_dir("cfg") + "/rank0/step_000002")) != std::string::npos, q.err());
+  BOOST_TEST(q.err().find("); use the flags of that run or another --out\n") != std::string::npos, q.err());
   BOOST_TEST(traintest::tree_fingerprint(run_dir("cfg")) == before);
 }
 
@@ -155,7 +151,6 @@ BOOST_AUTO_TEST_CASE(bad_flags) {
       {{"--window-pattern", "SXL"}, "window"},
       {{"--depth", "3", "--head-dim", "128"}, "head_dim"},
       {{"--no-such-flag"}, "no-such-flag"},
-      {{"--device-batch", "200000"}, "the largest device batch that fits is"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> more = c.args;
@@ -163,7 +158,7 @@ BOOST_AUTO_TEST_CASE(bad_flags) {
     more.push_back(run_dir("bad"));
     Proc p = train(more, "badflag");
     BOOST_TEST(p.exit_code == 2, c.says << ": exit " << p.exit_code);
-    BOOST_TEST(count_lines(p.err()) == 1, p.err());
+    BOOST_TEST(traintest::count_lines(p.err()) == 1, p.err());
     BOOST_TEST(p.err().find(c.says) != std::string::npos, c.says << " not in: " << p.err());
   }
   BOOST_TEST(!fs::exists(run_dir("bad")));

@@ -2,6 +2,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -9,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../net/spawn.hpp"
+#include "readme_messages.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 
@@ -51,6 +54,15 @@ std::vector<std::string> tiny_model_flags() {
           "--eval-tokens", "256", "--no-progress"};
 }
 
+std::vector<std::string> train_argv(const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {nettest::ringtrain_path(), "train", "--data", prepared_data()};
+  for (const auto& f : tiny_model_flags()) argv.push_back(f);
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+std::string run_dir(const std::string& name) { return nettest::scratch_dir() + "/" + name; }
+
 std::vector<double> losses(const std::string& metrics_path) {
   std::vector<double> out;
   std::ifstream in(metrics_path);
@@ -60,6 +72,8 @@ std::vector<double> losses(const std::string& metrics_path) {
   }
   return out;
 }
+
+int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 
 std::string tree_fingerprint(const std::string& dir) {
   std::vector<std::string> lines;
@@ -74,5 +88,18 @@ std::string tree_fingerprint(const std::string& dir) {
   for (const auto& l : lines) s += l + "\n";
   return s;
 }
+
+namespace readme {
+
+bool has(const std::string& text) {
+  static const std::string readme = [] {
+    const char* root = std::getenv("RINGTRAIN_SOURCE_ROOT");
+    BOOST_REQUIRE_MESSAGE(root, "RINGTRAIN_SOURCE_ROOT is not set (meson test sets it)");
+    return rt::io::read_file(std::string(root) + "/README.md");
+  }();
+  return readme.find(text) != std::string::npos;
+}
+
+}  // namespace readme
 
 }  // namespace traintest

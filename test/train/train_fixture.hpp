@@ -10,8 +10,14 @@ namespace traintest {
 const std::string& prepared_data();
 // Flags of a tiny model that trains in a second or two.
 std::vector<std::string> tiny_model_flags();
+// argv of `ringtrain train` on the prepared data with the tiny model's flags, then `extra`.
+std::vector<std::string> train_argv(const std::vector<std::string>& extra);
+// A directory for the run called `name`, in this test process's scratch directory.
+std::string run_dir(const std::string& name);
 // Loss of every step record in a metrics file, in order.
 std::vector<double> losses(const std::string& metrics_path);
+// Lines in s (its newline characters): an error message must be exactly one.
+int count_lines(const std::string& s);
 // Every file under dir with its size and CRC-32, one per line (to prove nothing changed).
 std::string tree_fingerprint(const std::string& dir);
 

@@ -2,6 +2,8 @@
 """Checks of the reference against the spec's numbers; exits non-zero on any failure.
 
 Run: /usr/bin/python3 tools/reference/selftest.py   (about a minute on one core)
+`meson test` runs it too (tools/reference_selftest). Exits 77 (skipped) when numpy or
+torch is missing (python3-numpy, python3-torch: tools/setup.sh installs them).
 """
 import json
 import math
@@ -14,9 +16,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from torch.nn.utils.stateless import functional_call  # noqa: E402
+try:
+    import numpy as np  # noqa: E402
+    import torch  # noqa: E402
+    from torch.nn.utils.stateless import functional_call  # noqa: E402
+except ImportError as e:  # a missing precondition: skipped (77), never passed
+    print(f"skipped: {e} (install python3-numpy and python3-torch, e.g. with tools/setup.sh)")
+    sys.exit(77)
 
 import model as M  # noqa: E402
 import optim as O  # noqa: E402
@@ -49,6 +55,21 @@ def randomized_model(cfg, seed, dtype=torch.float64):
 
 # ----------------------------------------------------------------------------- counts and flops
 
+# Constants from nanochat itself, written out here (not taken from the code under test).
+# d8 (depth 8, vocab 32768, sequence_len 1024): nanochat/gpt.py, the total of
+# GPT.num_scaling_params() and GPT.estimate_flops().
+NANOCHAT_D8_PARAMS = 125_829_354
+NANOCHAT_D8_FLOPS_PER_TOKEN = 273_679_632
+# nanochat/optim.py, polar_express_coeffs (Polar Express, 5 iterations, safety factor 2e-2, cushion 2).
+NANOCHAT_POLAR_EXPRESS_COEFFS = [
+    (8.156554524902461, -22.48329292557795, 15.878769915207462),
+    (4.042929935166739, -2.808917465908714, 0.5000178451051316),
+    (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
+    (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
+    (2.3465413258596377, -1.7097828382687081, 0.42323551169305323),
+]
+
+
 def test_d8_counts():
     cfg = M.Config.for_depth(8)
     counts = M.param_groups_counts(cfg)
@@ -56,12 +77,12 @@ def test_d8_counts():
     want = {"wte": 16_777_216, "value_embeds": 67_108_864, "lm_head": 16_777_216,
             "transformer_matrices": 25_166_016, "scalars": 42}
     check("d8 parameter groups", counts == want, str(counts))
-    check("d8 total parameters", total == 125_829_354, str(total))
+    check("d8 total parameters (nanochat's)", total == NANOCHAT_D8_PARAMS, str(total))
     ve_gate = sum(p.numel() for n, p in M.meta_model(cfg).named_parameters() if "ve_gate" in n)
     check("d8 ve_gate parameters", ve_gate == 192, str(ve_gate))
     check("d8 windows", cfg.layer_windows() == [256, 256, 256, 1024, 256, 256, 256, 1024], str(cfg.layer_windows()))
     flops = M.flops_per_token(cfg)
-    check("d8 flops per token", flops == 273_679_632, str(flops))
+    check("d8 flops per token (nanochat's)", flops == NANOCHAT_D8_FLOPS_PER_TOKEN, str(flops))
 
 
 def test_schedules():
@@ -198,7 +219,10 @@ def test_d8_init_loss():
 
 
 def test_optimizer_properties():
-    """Muon's polar step lands near an orthogonal matrix; AdamW's first step is lr*sign(g)."""
+    """Muon's polar step uses nanochat's coefficients and lands near an orthogonal matrix;
+    AdamW's first step is lr*sign(g)."""
+    check("polar express coefficients are nanochat's", O.POLAR_EXPRESS == NANOCHAT_POLAR_EXPRESS_COEFFS,
+          str(O.POLAR_EXPRESS))
     torch.manual_seed(7)
     X = torch.randn(48, 16)
     Y = O.polar_express(X / (X.norm() * 1.01 + 1e-6))

@@ -1,2 +1,0 @@
-#define BOOST_TEST_MODULE ringtrain_net
-#include <boost/test/unit_test.hpp>

@@ -564,6 +564,7 @@ int Trainer::run() {
   int64_t my_first_row = 0;
   for (int r = 0; r < o_.rank; ++r) my_first_row += rank_batch_[size_t(r)];
   std::vector<int32_t> round_idx(size_t(round_rows * T)), round_tgt(size_t(round_rows * T));
+  std::vector<int32_t> touched;  // embedding rows with gradient in this step, over all micro-steps
   const auto& all = model_->params().all();
   // The embedding tables form the arena's suffix: dense gradients are everything before.
   int64_t dense_end = model_->params().size();
@@ -590,6 +591,10 @@ int Trainer::run() {
       const int32_t* idx = round_idx.data() + my_first_row * T;
       const int32_t* tgt = round_tgt.data() + my_first_row * T;
       loss_sum += model_->forward(idx, tgt, B, T);
+      if (grad_sync_) {  // touched_tokens() covers only this micro-step's rows
+        if (m == 0) touched.clear();
+        touched.insert(touched.end(), model_->touched_tokens().begin(), model_->touched_tokens().end());
+      }
       const bool last_micro = m == accum_ - 1;
       if (grad_sync_ && last_micro) {
         // Dense gradients go out as soon as each block's backward is done.
@@ -605,7 +610,9 @@ int Trainer::run() {
     if (grad_sync_) {
       comm_s += grad_sync_->wait();
       const double t1 = now_s();
-      grad_sync_->sync_rows(tables, model_->touched_tokens());
+      std::sort(touched.begin(), touched.end());
+      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+      grad_sync_->sync_rows(tables, touched);
       comm_s += now_s() - t1;
     }
     if (grad_sync_) comm_s += step_sharded_optimizer(step_);

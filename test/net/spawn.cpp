@@ -108,6 +108,7 @@ std::vector<Proc> spawn_ranks(int world, const std::string& peers, const std::st
 }
 
 bool wait_exit(Proc& p, double deadline_s) {
+  if (p.exit_code != -100) return true;  // reaped already
   auto deadline = Clock::now() + std::chrono::duration<double>(deadline_s);
   while (true) {
     int status = 0;

@@ -4,7 +4,6 @@
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
-#include <thread>
 
 #include "ringtrain/errors.hpp"
 #include "ringtrain/net/communicator.hpp"

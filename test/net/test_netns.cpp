@@ -5,10 +5,8 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
-#include <chrono>
 #include <cstdlib>
 #include <sstream>
-#include <thread>
 
 #include "../common/skip.hpp"
 #include "netns_hosts.hpp"
@@ -28,11 +26,7 @@ BOOST_AUTO_TEST_CASE(allreduce_passes_a_firewall_that_opens_only_the_listed_rang
                            "--scenario", "exact_then_serve", "--big-floats", "1000000", "--connect-timeout", "30"},
                           "netns"));
   // Wait until both ranks finished the exact checks and are serving.
-  bool serving = false;
-  for (int k = 0; k < 1200 && !serving; ++k) {
-    serving = procs[0].out().find("serving") != std::string::npos && procs[1].out().find("serving") != std::string::npos;
-    if (!serving) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const bool serving = wait_for_output(procs, "serving", 120);
   BOOST_TEST_INFO(procs[0].err() << " | " << procs[1].err());
   BOOST_REQUIRE(serving);
   for (int r = 0; r < 2; ++r) {

@@ -7,13 +7,11 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
-#include <thread>
 
 #include "../common/skip.hpp"
 #include "../net/netns_hosts.hpp"
@@ -106,9 +104,9 @@ BOOST_AUTO_TEST_CASE(two_host_guide_runs_as_written) {
   auto ranks = launch("");
   // Wait for a few steps, then the guide's status and stop, from host 0.
   const std::string metrics = run + "/metrics.jsonl";
-  for (int waited = 0; waited < 600 && !(fs::exists(metrics) && traintest::losses(metrics).size() >= 3); ++waited)
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  BOOST_REQUIRE_MESSAGE(traintest::losses(metrics).size() >= 3, ranks[0].err() + ranks[1].err());
+  const bool stepping =
+      nettest::wait_until([&] { return fs::exists(metrics) && traintest::losses(metrics).size() >= 3; }, 120);
+  BOOST_REQUIRE_MESSAGE(stepping, ranks[0].err() + ranks[1].err());
   const auto control = guide_block("control");
   BOOST_REQUIRE_EQUAL(control.size(), 2u);
   std::string out;

@@ -76,8 +76,7 @@ BOOST_AUTO_TEST_CASE(sigterm_at_any_moment_checkpoints_and_exits_0) {
                             "sigterm" + std::to_string(k++));
     // From the first metrics line on (before it, the handler may not be installed yet and
     // SIGTERM ends the process with nothing to save).
-    for (int i = 0; i < 600 && !fs::exists(out + "/metrics.jsonl"); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    nettest::wait_until([&] { return fs::exists(out + "/metrics.jsonl"); }, 30);
     std::this_thread::sleep_for(std::chrono::duration<double>(delay));
     kill(p.pid, SIGTERM);
     nettest::wait_one(p, 60);

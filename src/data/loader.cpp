@@ -17,49 +17,48 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-constexpr char kStateMagic[8] = {'R', 'T', 'L', 'O', 'A', 'D', 'S', '1'};
-
-template <class T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-template <class T>
-T take(const std::string& in, size_t& pos) {
-  if (pos + sizeof(T) > in.size()) throw UsageError("loader state is truncated; the checkpoint is corrupt");
-  T v;
-  std::memcpy(&v, in.data() + pos, sizeof v);
-  pos += sizeof v;
-  return v;
-}
+constexpr const char* kComponent = "loader";
 
 }  // namespace
 
+void LoaderState::save(io::StateWriter& out) const {
+  auto& j = out.scalars(kComponent);
+  j["rank"] = rank, j["world"] = world, j["seq_len"] = seq_len, j["seed"] = seed, j["num_docs"] = num_docs;
+  j["epoch"] = epoch, j["cursor"] = cursor, j["piece"] = piece, j["rows"] = rows;
+  std::vector<int64_t> flat;
+  flat.reserve(2 * buffer.size());
+  for (auto [doc, piece_index] : buffer) flat.push_back(int64_t(doc)), flat.push_back(int64_t(piece_index));
+  out.int64s(std::string(kComponent) + ".buffer", std::move(flat));
+}
+
+LoaderState LoaderState::load(const io::StateReader& in) {
+  LoaderState s;
+  auto u32 = [&](const char* key) {
+    const uint64_t v = in.count(kComponent, key);
+    if (v > UINT32_MAX) throw UsageError(in.what() + ": loader." + key + " is out of range; the checkpoint is corrupt");
+    return uint32_t(v);
+  };
+  s.rank = u32("rank"), s.world = u32("world"), s.seq_len = u32("seq_len"), s.piece = u32("piece");
+  s.seed = in.count(kComponent, "seed"), s.num_docs = in.count(kComponent, "num_docs");
+  s.epoch = in.count(kComponent, "epoch"), s.cursor = in.count(kComponent, "cursor"), s.rows = in.count(kComponent, "rows");
+  const auto flat = in.int64s(std::string(kComponent) + ".buffer");
+  if (flat.size() % 2 != 0) throw UsageError(in.what() + ": loader.buffer has an odd length; the checkpoint is corrupt");
+  for (size_t i = 0; i < flat.size(); i += 2) {
+    if (flat[i] < 0 || flat[i + 1] < 0 || flat[i + 1] > int64_t(UINT32_MAX))
+      throw UsageError(in.what() + ": loader.buffer holds a negative or huge index; the checkpoint is corrupt");
+    s.buffer.emplace_back(uint64_t(flat[i]), uint32_t(flat[i + 1]));
+  }
+  return s;
+}
+
 std::string LoaderState::to_bytes() const {
-  std::string out(kStateMagic, 8);
-  put(out, rank), put(out, world), put(out, seq_len);
-  put(out, seed), put(out, num_docs), put(out, epoch), put(out, cursor), put(out, piece), put(out, rows);
-  put(out, uint64_t(buffer.size()));
-  for (auto [doc, piece_index] : buffer) put(out, doc), put(out, piece_index);
-  return out;
+  io::StateWriter w;
+  save(w);
+  return w.bytes();
 }
 
 LoaderState LoaderState::from_bytes(const std::string& bytes) {
-  if (bytes.size() < 8 || std::memcmp(bytes.data(), kStateMagic, 8) != 0)
-    throw UsageError("loader state has a bad magic; the checkpoint is corrupt or from another version");
-  LoaderState s;
-  size_t pos = 8;
-  s.rank = take<uint32_t>(bytes, pos), s.world = take<uint32_t>(bytes, pos), s.seq_len = take<uint32_t>(bytes, pos);
-  s.seed = take<uint64_t>(bytes, pos), s.num_docs = take<uint64_t>(bytes, pos), s.epoch = take<uint64_t>(bytes, pos);
-  s.cursor = take<uint64_t>(bytes, pos), s.piece = take<uint32_t>(bytes, pos), s.rows = take<uint64_t>(bytes, pos);
-  uint64_t n = take<uint64_t>(bytes, pos);
-  if (n > bytes.size()) throw UsageError("loader state is corrupt (buffer size)");
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t doc = take<uint64_t>(bytes, pos);
-    uint32_t p = take<uint32_t>(bytes, pos);
-    s.buffer.emplace_back(doc, p);
-  }
-  if (pos != bytes.size()) throw UsageError("loader state has trailing bytes; the checkpoint is corrupt");
-  return s;
+  return load(io::StateReader::parse(bytes, "the loader state"));
 }
 
 PackingLoader::PackingLoader(std::shared_ptr<const Shard> shard, const LoaderOptions& opt)

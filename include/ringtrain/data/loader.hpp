@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ringtrain/data/shard.hpp"
+#include "ringtrain/io/state_file.hpp"
 
 namespace rt::data {
 
@@ -47,8 +48,13 @@ struct LoaderState {
   // Buffered pieces, in buffer order: (document index, piece index).
   std::vector<std::pair<uint64_t, uint32_t>> buffer;
 
+  // Into the run's state file, as the component "loader": the numbers as scalars, the
+  // buffer as the int64 tensor loader.buffer (document, piece, document, piece, ...).
+  void save(io::StateWriter& out) const;
+  // Throws UsageError if the state has no loader or a malformed one.
+  static LoaderState load(const io::StateReader& in);
+  // The same, alone in the bytes of a state file.
   std::string to_bytes() const;
-  // Throws UsageError if the bytes are not a loader state of this format.
   static LoaderState from_bytes(const std::string& bytes);
 };
 

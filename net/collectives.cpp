@@ -28,6 +28,25 @@ ShardRange shard_range(size_t n, int world, int rank) {
   return {begin, begin + q + (r < extra ? 1 : 0)};
 }
 
+namespace {
+// A broadcast's stream of C items from root along the ring: the root sends, the ranks
+// after it forward each item once it arrived, the last one only receives.
+Stream chain_stream(const Transport& t, CollectiveKind kind, uint64_t count, int root, size_t C) {
+  const int N = t.world();
+  const int position = (t.rank() - root + N) % N;  // 0 at the root, N-1 at the chain's end
+  Stream s;
+  s.kind = kind;
+  s.count = count;
+  s.root = root;
+  s.to = (t.rank() + 1) % N;
+  s.from = (t.rank() - 1 + N) % N;
+  s.send_items = position == N - 1 ? 0 : C;
+  s.recv_items = position == 0 ? 0 : C;
+  s.lead = position == 0 ? C : 0;
+  return s;
+}
+}  // namespace
+
 uint64_t chain_broadcast(Transport& t, uint64_t seq, float* data, size_t n, int root, Wire wire) {
   const int N = t.world();
   if (N == 1) return 0;
@@ -35,23 +54,14 @@ uint64_t chain_broadcast(Transport& t, uint64_t seq, float* data, size_t n, int 
   const size_t elem_bytes = bf16 ? 2 : 4;
   const size_t chunk_elems = std::max<size_t>(1, t.options().chunk_bytes / 4);
   const size_t C = std::max<size_t>(1, (n + chunk_elems - 1) / chunk_elems);
-  const int position = (t.rank() - root + N) % N;  // 0 at the root, N-1 at the chain's end
   auto chunk = [&](size_t c) {
     size_t b = std::min(n, c * chunk_elems);
     return ShardRange{b, std::min(n, b + chunk_elems)};
   };
-  if (position == 0 && bf16) round_bf16_inplace(data, n);  // the root keeps what others get
+  if (t.rank() == root && bf16) round_bf16_inplace(data, n);  // the root keeps what others get
 
-  Stream s;
-  s.kind = CollectiveKind::Broadcast;
-  s.count = n;
+  Stream s = chain_stream(t, CollectiveKind::Broadcast, n, root, C);
   s.wire = wire;
-  s.root = root;
-  s.to = (t.rank() + 1) % N;
-  s.from = (t.rank() - 1 + N) % N;
-  s.send_items = position == N - 1 ? 0 : C;
-  s.recv_items = position == 0 ? 0 : C;
-  s.lead = position == 0 ? C : 0;  // others forward each chunk once it arrived
   // f32 chunks go out straight from data (zero copy); each is written at most once, before
   // it is sent, so only the return has to wait for their release.
   ZeroCopySends in_flight(t, 1);
@@ -127,22 +137,13 @@ uint64_t ring_gather_parts(Transport& t, uint64_t seq, CollectiveKind kind, std:
 uint64_t chain_broadcast_bytes(Transport& t, uint64_t seq, void* record, size_t bytes, int root) {
   const int N = t.world();
   if (N == 1) return 0;
-  const size_t chunk = std::max<size_t>(1, t.options().chunk_bytes), C = chunks_for(t, bytes);
-  const int position = (t.rank() - root + N) % N;  // 0 at the root, N-1 at the chain's end
+  const size_t chunk = std::max<size_t>(1, t.options().chunk_bytes);
   char* data = static_cast<char*>(record);
   auto piece = [&](size_t c) {
     const size_t b = std::min(bytes, c * chunk);
     return std::pair<size_t, size_t>{b, std::min(bytes - b, chunk)};
   };
-  Stream s;
-  s.kind = CollectiveKind::BroadcastBytes;
-  s.count = bytes;
-  s.root = root;
-  s.to = (t.rank() + 1) % N;
-  s.from = (t.rank() - 1 + N) % N;
-  s.send_items = position == N - 1 ? 0 : C;
-  s.recv_items = position == 0 ? 0 : C;
-  s.lead = position == 0 ? C : 0;
+  Stream s = chain_stream(t, CollectiveKind::BroadcastBytes, bytes, root, chunks_for(t, bytes));
   s.encode = [&](size_t i, zmq::message_t& out) {
     const auto [b, len] = piece(i);
     out.rebuild(data + b, len);

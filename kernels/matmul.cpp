@@ -15,6 +15,11 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+// The same range meson.build asks for, in case the headers found differ from the library.
+#if DNNL_VERSION_MAJOR != 2 || DNNL_VERSION_MINOR < 6
+#error "ringtrain needs oneDNN >= 2.6 and < 3 (the v2 API); install libdnnl-dev 2.6.x or build oneDNN v2.7"
+#endif
+
 namespace rt::kernels {
 namespace {
 

@@ -20,11 +20,12 @@ const char* collective_name(CollectiveKind k) {
     case CollectiveKind::AllGather: return "all_gather";
     case CollectiveKind::Broadcast: return "broadcast";
     case CollectiveKind::GatherBytes: return "all_gather_bytes";
+    case CollectiveKind::BroadcastBytes: return "broadcast_record";
   }
   return "collective";
 }
 
-void run_stream(Transport& t, uint64_t seq, const Stream& s) {
+uint64_t run_stream(Transport& t, uint64_t seq, const Stream& s) {
   const int wire = s.wire == Wire::Bf16 ? 1 : 0;
   Header out;
   out.kind = MsgKind::Data;
@@ -40,6 +41,7 @@ void run_stream(Transport& t, uint64_t seq, const Stream& s) {
   auto last_progress = Clock::now();
   std::optional<zmq::message_t> staged;  // encoded but refused by a full queue
   size_t sent = 0, received = 0;
+  uint64_t bytes_sent = 0;
   t.check_healthy();
   while (sent < s.send_items || received < s.recv_items) {
     bool progress = false, blocked = false;
@@ -49,12 +51,14 @@ void run_stream(Transport& t, uint64_t seq, const Stream& s) {
         s.encode(sent, *staged);
       }
       out.item = sent;
+      const size_t bytes = staged->size();
       if (!t.try_send(s.to, out, *staged)) {
         blocked = true;
         break;
       }
       staged.reset();
       ++sent;
+      bytes_sent += bytes;
       progress = true;
     }
     Header h;
@@ -93,6 +97,7 @@ void run_stream(Transport& t, uint64_t seq, const Stream& s) {
       t.wait(s.from, received < s.recv_items, blocked ? 1 : 100);
     }
   }
+  return bytes_sent;
 }
 
 }  // namespace rt::net

@@ -30,7 +30,8 @@ struct Stream {
   std::function<size_t(size_t i)> expected_bytes;
 };
 
-// Runs one collective's stream to completion. Throws PeerLost/Aborted/RuntimeError.
-void run_stream(Transport& t, uint64_t seq, const Stream& s);
+// Runs one collective's stream to completion and returns the payload bytes it sent.
+// Throws PeerLost/Aborted/RuntimeError.
+uint64_t run_stream(Transport& t, uint64_t seq, const Stream& s);
 
 }  // namespace rt::net

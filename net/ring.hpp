@@ -1,8 +1,9 @@
 // Ring collectives on float32 buffers (ring_allreduce.cpp) and the small ones built on the
-// same pipeline (collectives.cpp). All run while the caller holds the transport.
+// same pipeline (collectives.cpp). All run while the caller holds the transport, and
+// return the payload bytes this rank sent.
 #pragma once
+#include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "transport.hpp"
@@ -11,8 +12,13 @@ namespace rt::net {
 
 enum class RingPhases { ReduceScatter, AllGather, Both };
 
-void ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data, size_t n, ReduceOp op, Wire wire);
-void chain_broadcast(Transport& t, uint64_t seq, float* data, size_t n, int root, Wire wire);
-std::vector<std::string> ring_gather_bytes(Transport& t, uint64_t seq, std::string_view mine);
+// bounds: world + 1 segment boundaries, or empty for even segments (shard_range).
+uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data, size_t n, ReduceOp op, Wire wire,
+                         std::span<const size_t> bounds = {});
+uint64_t chain_broadcast(Transport& t, uint64_t seq, float* data, size_t n, int root, Wire wire);
+// Every rank's part; part_bytes[q] is rank q's size, known to every rank before the call.
+uint64_t ring_gather_parts(Transport& t, uint64_t seq, CollectiveKind kind, std::string_view mine,
+                           std::span<const size_t> part_bytes, std::vector<std::string>& parts);
+uint64_t chain_broadcast_bytes(Transport& t, uint64_t seq, void* record, size_t bytes, int root);
 
 }  // namespace rt::net

@@ -19,6 +19,11 @@
 // every write into a chunk first waits until libzmq has released that chunk's earlier
 // sends, and the collective returns only once every send was released (zero_copy.hpp).
 //
+// The segments are even (shard_range) unless the caller gives their boundaries: then
+// segment s is [bounds[s], bounds[s+1]), e.g. whole matrices for the rank that owns them.
+// Rank r sends all segments but its own, so a reduce-scatter costs the slowest link
+// n - (smallest segment) values; even segments are the cheapest.
+//
 // With bf16 on the wire, sums stay float32 in the buffer; only the messages are rounded.
 // The owner rounds its finished segment before sending it in the all-gather, so every
 // rank ends with the same bits.
@@ -32,13 +37,21 @@
 
 namespace rt::net {
 
-void ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data, size_t n, ReduceOp op, Wire wire) {
+uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data, size_t n, ReduceOp op, Wire wire,
+                         std::span<const size_t> bounds) {
   const int N = t.world(), r = t.rank();
-  if (N == 1) return;  // a sum or average over one rank is the input
+  if (N == 1) return 0;  // a sum or average over one rank is the input
+  if (!bounds.empty() && (bounds.size() != static_cast<size_t>(N) + 1 || bounds[0] != 0 || bounds[N] != n ||
+                          !std::is_sorted(bounds.begin(), bounds.end())))
+    throw RuntimeError("ring collective: segment bounds do not cover the buffer in rank order (internal error)");
+  auto segment_range = [&](int segment) {
+    return bounds.empty() ? shard_range(n, N, segment) : ShardRange{bounds[segment], bounds[segment + 1]};
+  };
   const bool bf16 = wire == Wire::Bf16;
   const size_t elem_bytes = bf16 ? 2 : 4;
   const size_t chunk_elems = std::max<size_t>(1, t.options().chunk_bytes / 4);
-  const size_t largest_segment = (n + N - 1) / N;
+  size_t largest_segment = 0;
+  for (int q = 0; q < N; ++q) largest_segment = std::max(largest_segment, segment_range(q).size());
   const size_t C = std::max<size_t>(1, (largest_segment + chunk_elems - 1) / chunk_elems);  // chunks per step
 
   auto mod = [N](long s) { return static_cast<int>(((s % N) + N) % N); };
@@ -46,7 +59,7 @@ void ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data,
   auto recv_segment = [&](long g) { return send_segment(g + 1); };
   // Elements [begin, end) of chunk c of a segment (empty past the segment's end).
   auto chunk = [&](int segment, size_t c) {
-    ShardRange s = shard_range(n, N, segment);
+    ShardRange s = segment_range(segment);
     size_t b = std::min(s.end, s.begin + c * chunk_elems);
     return ShardRange{b, std::min(s.end, b + chunk_elems)};
   };
@@ -57,7 +70,7 @@ void ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data,
   auto step_of = [&](size_t i) { return first_step + static_cast<long>(i / C); };
 
   if (phases == RingPhases::AllGather && bf16) {
-    ShardRange own = shard_range(n, N, r);
+    ShardRange own = segment_range(r);
     round_bf16_inplace(data + own.begin, own.size());
   }
 
@@ -104,8 +117,9 @@ void ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data,
       else if (c.size()) std::memcpy(dst, payload, c.size() * 4);
     }
   };
-  run_stream(t, seq, s);
+  const uint64_t sent = run_stream(t, seq, s);
   in_flight.wait_all();  // the caller may change data once we return
+  return sent;
 }
 
 }  // namespace rt::net

@@ -29,6 +29,7 @@ enum class CollectiveKind : uint8_t {
   AllGather = 3,
   Broadcast = 4,
   GatherBytes = 5,
+  BroadcastBytes = 6,
 };
 
 const char* collective_name(CollectiveKind k);

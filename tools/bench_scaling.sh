@@ -4,6 +4,11 @@
 # every link shaped to 1 Gbit/s, each rank pinned to its own core with one thread.
 #
 #   sudo tools/bench_scaling.sh [--steps 16] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR]
+#                               [--baseline-bin PATH]
+#
+# --baseline-bin runs the --sync grad row a second time with another ringtrain binary (e.g.
+# the previous version), right before the current one, and prints both with their ratio
+# and the bytes each rank 0 sent per step: a before/after comparison measured in one run.
 #
 # Runs, one after another. Throughput is tokens / time over all the steps after the warm-up
 # (not a median: with --sync avg the averaging steps are the slow ones and must count), so
@@ -19,7 +24,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-steps=16 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60
+steps=16 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60 baseline_bin=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
@@ -28,6 +33,7 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --gloo-timeout) gloo_timeout=$2; shift 2 ;;
+    --baseline-bin) baseline_bin=$(readlink -f "$2"); shift 2 ;;
     *) echo "bench_scaling: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -72,11 +78,21 @@ print("%.1f %.2f" % (rate, statistics.mean(r.get("comm_s", 0) for r in recs)))
 PY
 }
 
+# Mean bytes_sent per step of rank 0 after the warm-up, in MB (10^6 bytes).
+bytes_per_step() {
+  "$py" - "$1" "$warmup" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+recs = [r for r in recs if "bytes_sent" in r][int(sys.argv[2]):]
+print("%.1f" % (sum(r["bytes_sent"] for r in recs) / len(recs) / 1e6) if recs else "-")
+PY
+}
+
 common=(train --data "$data" --depth "$depth" --seq-len 1024 --device-batch 2 --steps 1000 --stop-after "$((steps + warmup))"
         --eval-every 0 --eval-tokens 1024 --threads 1 --no-progress)
 run_rt() {  # name, then extra flags; 0 ranks means one process without --peers
   local name=$1 world=$2; shift 2
-  local out=$work/$name
+  local out=$work/$name bin=${rt_bin:-$bin}
   if [ "$world" = 1 ]; then
     in_host 0 "$bin" "${common[@]}" --out "$out" > "$work/$name.log" 2>&1
   else
@@ -104,6 +120,7 @@ run_torch() {  # name, world, seconds before the run is killed
 
 echo "bench_scaling: d$depth, batch 2 x 1024 per rank, 1 thread per rank, $rate links; work dir $work" >&2
 rt1=$(run_rt rt-1rank 1)
+[ -z "$baseline_bin" ] || rtg0=$(rt_bin=$baseline_bin run_rt rt-grad-baseline 2 --sync grad)
 rtg=$(run_rt rt-grad 2 --sync grad)
 rta=$(run_rt rt-avg8 2 --sync avg --sync-every 8)
 rto=$(run_rt rt-avg8-overlap 2 --sync avg --sync-every 8 --sync-overlap)
@@ -123,3 +140,9 @@ printf '| PyTorch DDP + Gloo, 2 ranks | on | %s | - | - |\n' "$pt_fw"
 printf '| PyTorch, 1 rank | off | %s | - | 1.00x |\n' "${pt1% *}"
 printf '| PyTorch DDP + Gloo, 2 ranks | off | %s | - | %s |\n' "${pt2% *}" "$(ratio "$pt2" "$pt1")"
 printf '| ringtrain 2 ranks grad vs PyTorch DDP 2 ranks | | | | %s |\n' "$(ratio "$rtg" "$pt2")"
+if [ -n "$baseline_bin" ]; then
+  printf '\n| --sync grad, 2 ranks | binary | tok/s | network s/step not hidden | bytes_sent MB/step (rank 0) |\n|---|---|---|---|---|\n'
+  printf '| baseline | %s | %s | %s | %s |\n' "$baseline_bin" "${rtg0% *}" "${rtg0#* }" "$(bytes_per_step "$work/rt-grad-baseline/metrics.jsonl")"
+  printf '| this build | %s | %s | %s | %s |\n' "$bin" "${rtg% *}" "${rtg#* }" "$(bytes_per_step "$work/rt-grad/metrics.jsonl")"
+  printf '| this build vs baseline | | %s | | |\n' "$(ratio "$rtg" "$rtg0")"
+fi

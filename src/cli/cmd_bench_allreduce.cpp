@@ -105,10 +105,10 @@ int cmd_bench_allreduce(int argc, char** argv) {
       ("warmup", "untimed runs per size", cxxopts::value<int>()->default_value("1"))
       ("wire", "f32 or bf16 on the wire", cxxopts::value<std::string>()->default_value("f32"))
       ("op", "sum or avg", cxxopts::value<std::string>()->default_value("sum"))
-      ("chunk-bytes", "pipeline chunk", cxxopts::value<std::string>()->default_value("256K"))
+      ("chunk-bytes", "pipeline chunk", cxxopts::value<std::string>()->default_value(std::to_string(net::kDefaultChunkBytes / 1024) + "K"))
       ("job", "job id (must match on every rank)", cxxopts::value<std::string>()->default_value("bench-allreduce"))
       ("connect-timeout", "seconds to wait for every rank", cxxopts::value<double>()->default_value("120"))
-      ("peer-timeout", "seconds of silence before a peer counts as lost", cxxopts::value<double>()->default_value("15"))
+      ("peer-timeout", "seconds of silence before a peer counts as lost", cxxopts::value<double>()->default_value(std::to_string(int(net::kDefaultPeerTimeoutS))))
       ("h,help", "this help");
   cxxopts::ParseResult r;
   try {

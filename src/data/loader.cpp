@@ -1,6 +1,7 @@
 // BOS-aligned best-fit packing over a rank's share of a shard (see loader.hpp).
 #include "ringtrain/data/loader.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -17,49 +18,48 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-constexpr char kStateMagic[8] = {'R', 'T', 'L', 'O', 'A', 'D', 'S', '1'};
-
-template <class T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-template <class T>
-T take(const std::string& in, size_t& pos) {
-  if (pos + sizeof(T) > in.size()) throw UsageError("loader state is truncated; the checkpoint is corrupt");
-  T v;
-  std::memcpy(&v, in.data() + pos, sizeof v);
-  pos += sizeof v;
-  return v;
-}
+constexpr const char* kComponent = "loader";
 
 }  // namespace
 
+void LoaderState::save(io::StateWriter& out) const {
+  auto& j = out.scalars(kComponent);
+  j["rank"] = rank, j["world"] = world, j["seq_len"] = seq_len, j["seed"] = seed, j["num_docs"] = num_docs;
+  j["epoch"] = epoch, j["cursor"] = cursor, j["rows"] = rows;
+  std::vector<int64_t> flat;
+  flat.reserve(2 * buffer.size());
+  for (auto [doc, piece_index] : buffer) flat.push_back(int64_t(doc)), flat.push_back(int64_t(piece_index));
+  out.int64s(std::string(kComponent) + ".buffer", std::move(flat));
+}
+
+LoaderState LoaderState::load(const io::StateReader& in) {
+  LoaderState s;
+  auto u32 = [&](const char* key) {
+    const uint64_t v = in.count(kComponent, key);
+    if (v > UINT32_MAX) throw UsageError(in.what() + ": loader." + key + " is out of range; the checkpoint is corrupt");
+    return uint32_t(v);
+  };
+  s.rank = u32("rank"), s.world = u32("world"), s.seq_len = u32("seq_len");
+  s.seed = in.count(kComponent, "seed"), s.num_docs = in.count(kComponent, "num_docs");
+  s.epoch = in.count(kComponent, "epoch"), s.cursor = in.count(kComponent, "cursor"), s.rows = in.count(kComponent, "rows");
+  const auto flat = in.int64s(std::string(kComponent) + ".buffer");
+  if (flat.size() % 2 != 0) throw UsageError(in.what() + ": loader.buffer has an odd length; the checkpoint is corrupt");
+  for (size_t i = 0; i < flat.size(); i += 2) {
+    if (flat[i] < 0 || flat[i + 1] < 0 || flat[i + 1] > int64_t(UINT32_MAX))
+      throw UsageError(in.what() + ": loader.buffer holds a negative or huge index; the checkpoint is corrupt");
+    s.buffer.emplace_back(uint64_t(flat[i]), uint32_t(flat[i + 1]));
+  }
+  return s;
+}
+
 std::string LoaderState::to_bytes() const {
-  std::string out(kStateMagic, 8);
-  put(out, rank), put(out, world), put(out, seq_len);
-  put(out, seed), put(out, num_docs), put(out, epoch), put(out, cursor), put(out, piece), put(out, rows);
-  put(out, uint64_t(buffer.size()));
-  for (auto [doc, piece_index] : buffer) put(out, doc), put(out, piece_index);
-  return out;
+  io::StateWriter w;
+  save(w);
+  return w.bytes();
 }
 
 LoaderState LoaderState::from_bytes(const std::string& bytes) {
-  if (bytes.size() < 8 || std::memcmp(bytes.data(), kStateMagic, 8) != 0)
-    throw UsageError("loader state has a bad magic; the checkpoint is corrupt or from another version");
-  LoaderState s;
-  size_t pos = 8;
-  s.rank = take<uint32_t>(bytes, pos), s.world = take<uint32_t>(bytes, pos), s.seq_len = take<uint32_t>(bytes, pos);
-  s.seed = take<uint64_t>(bytes, pos), s.num_docs = take<uint64_t>(bytes, pos), s.epoch = take<uint64_t>(bytes, pos);
-  s.cursor = take<uint64_t>(bytes, pos), s.piece = take<uint32_t>(bytes, pos), s.rows = take<uint64_t>(bytes, pos);
-  uint64_t n = take<uint64_t>(bytes, pos);
-  if (n > bytes.size()) throw UsageError("loader state is corrupt (buffer size)");
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t doc = take<uint64_t>(bytes, pos);
-    uint32_t p = take<uint32_t>(bytes, pos);
-    s.buffer.emplace_back(doc, p);
-  }
-  if (pos != bytes.size()) throw UsageError("loader state has trailing bytes; the checkpoint is corrupt");
-  return s;
+  return load(io::StateReader::parse(bytes, "the loader state"));
 }
 
 PackingLoader::PackingLoader(std::shared_ptr<const Shard> shard, const LoaderOptions& opt)
@@ -69,6 +69,8 @@ PackingLoader::PackingLoader(std::shared_ptr<const Shard> shard, const LoaderOpt
   if (opt_.seq_len < 1) throw UsageError("sequence length must be >= 1");
   if (opt_.buffer_docs < 1) throw UsageError("the packing buffer needs at least one document");
   for (uint64_t d = opt_.rank; d < shard_->num_docs(); d += opt_.world) docs_.push_back(d);
+  piece_begin_.assign(1, 0);
+  for (uint64_t d : docs_) piece_begin_.push_back(piece_begin_.back() + piece_count(d));
   if (docs_.empty())
     throw UsageError("the shard has " + std::to_string(shard_->num_docs()) + " documents, none for rank " +
                      std::to_string(opt_.rank) + " of " + std::to_string(opt_.world) + "; use more data or fewer ranks");
@@ -78,8 +80,8 @@ PackingLoader::PackingLoader(std::shared_ptr<const Shard> shard, const LoaderOpt
 void PackingLoader::start_epoch(uint64_t epoch) {
   epoch_ = epoch;
   cursor_ = 0;
-  pending_piece_ = 0;
-  order_ = docs_;
+  order_.resize(piece_begin_.back());
+  for (uint64_t i = 0; i < order_.size(); ++i) order_[i] = i;
   if (!opt_.shuffle) return;
   uint64_t state = opt_.seed * 0x100000001B3ull ^ (epoch << 20) ^ opt_.rank;
   splitmix64(state);
@@ -115,15 +117,18 @@ void PackingLoader::copy_piece(const Piece& p, uint32_t n, int32_t* dst) const {
   for (uint32_t i = 1; i < n; ++i) dst[i] = from[i - 1];
 }
 
+PackingLoader::Piece PackingLoader::piece_at(uint64_t p) const {
+  const size_t i = size_t(std::upper_bound(piece_begin_.begin(), piece_begin_.end(), p) - piece_begin_.begin()) - 1;
+  return {docs_[i], uint32_t(p - piece_begin_[i])};
+}
+
 bool PackingLoader::refill() {
   while (buffer_.size() < opt_.buffer_docs) {
     if (cursor_ == order_.size()) {
       if (single_pass_) return !buffer_.empty();
       start_epoch(epoch_ + 1);
     }
-    uint64_t doc = order_[cursor_];
-    buffer_.push_back({doc, pending_piece_});
-    if (++pending_piece_ == piece_count(doc)) ++cursor_, pending_piece_ = 0;
+    buffer_.push_back(piece_at(order_[cursor_++]));
   }
   return true;
 }
@@ -173,7 +178,7 @@ LoaderState PackingLoader::state() const {
   LoaderState s;
   s.rank = opt_.rank, s.world = opt_.world, s.seq_len = opt_.seq_len;
   s.seed = opt_.seed, s.num_docs = shard_->num_docs();
-  s.epoch = epoch_, s.cursor = cursor_, s.piece = pending_piece_, s.rows = rows_;
+  s.epoch = epoch_, s.cursor = cursor_, s.rows = rows_;
   for (const auto& p : buffer_) s.buffer.emplace_back(p.doc, p.index);
   return s;
 }
@@ -185,9 +190,9 @@ void PackingLoader::restore(const LoaderState& s) {
                      std::to_string(s.world) + ", T " + std::to_string(s.seq_len) + ", seed " + std::to_string(s.seed) +
                      ", " + std::to_string(s.num_docs) + " docs); resume with the same data, seed, T and ranks");
   start_epoch(s.epoch);
-  if (s.cursor > order_.size() || (s.cursor < order_.size() && s.piece >= piece_count(order_[s.cursor])))
+  if (s.cursor > order_.size())
     throw UsageError("the saved data loader position is out of range; the checkpoint does not match the data");
-  cursor_ = s.cursor, pending_piece_ = s.piece, rows_ = s.rows;
+  cursor_ = s.cursor, rows_ = s.rows;
   buffer_.clear();
   for (auto [doc, index] : s.buffer) {
     if (doc >= shard_->num_docs() || doc % opt_.world != opt_.rank || index >= piece_count(doc))

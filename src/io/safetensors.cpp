@@ -41,8 +41,8 @@ bool parse_dtype(const std::string& s, DType& t) {
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+void write_safetensors(const std::function<void(const void* data, size_t size)>& sink,
+                       const std::vector<TensorRef>& tensors, const std::map<std::string, std::string>& metadata) {
   // nlohmann::ordered_json keeps the tensors in the order given.
   nlohmann::ordered_json header;
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -57,14 +57,16 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
   std::string h = header.dump();
   while ((h.size() + 8) % 8 != 0) h.push_back(' ');  // align the data to 8 bytes
   const uint64_t hlen = h.size();
-  write_file_atomic(path, [&](const ByteSink& sink) {
-    unsigned char le[8];
-    for (int i = 0; i < 8; ++i) le[i] = (hlen >> (8 * i)) & 0xff;
-    sink(le, 8);
-    sink(h.data(), h.size());
-    for (const auto& t : tensors)
-      sink(t.data, size_t(numel_of(t.shape)) * dtype_size(t.dtype));
-  });
+  unsigned char le[8];
+  for (int i = 0; i < 8; ++i) le[i] = (hlen >> (8 * i)) & 0xff;
+  sink(le, 8);
+  sink(h.data(), h.size());
+  for (const auto& t : tensors) sink(t.data, size_t(numel_of(t.shape)) * dtype_size(t.dtype));
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  write_file_atomic(path, [&](const ByteSink& sink) { write_safetensors(sink, tensors, metadata); });
 }
 
 int64_t Tensor::numel() const { return numel_of(shape); }
@@ -84,8 +86,9 @@ const double* Tensor::f64() const { return typed<double>(*this, DType::F64); }
 const int32_t* Tensor::i32() const { return typed<int32_t>(*this, DType::I32); }
 const int64_t* Tensor::i64() const { return typed<int64_t>(*this, DType::I64); }
 
-SafetensorsFile SafetensorsFile::load(const std::string& path) {
-  const std::string raw = read_file(path);
+SafetensorsFile SafetensorsFile::load(const std::string& path) { return parse(read_file(path), path); }
+
+SafetensorsFile SafetensorsFile::parse(const std::string& raw, const std::string& path) {
   auto corrupt = [&](const std::string& why) {
     return UsageError(path + " is not a valid safetensors file (" + why + "); rewrite it");
   };
@@ -107,6 +110,7 @@ SafetensorsFile SafetensorsFile::load(const std::string& path) {
   std::vector<std::pair<uint64_t, std::string>> by_offset;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
+      if (!it.value().is_object()) throw corrupt("__metadata__ is not an object");
       for (auto m = it.value().begin(); m != it.value().end(); ++m)
         f.metadata_[m.key()] = m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
       continue;

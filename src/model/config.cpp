@@ -42,7 +42,7 @@ void ModelConfig::validate() const {
   if (n_kv_head > 64)
     throw UsageError("n_kv_head " + s(n_kv_head) + " is above 64, the most the value-embedding gate supports; use fewer kv heads");
   if (vocab_size < 2 || vocab_size > (int64_t(1) << 31) - 1)
-    throw UsageError("vocab_size " + s(vocab_size) + " is out of range; pass --vocab between 2 and 2^31-1");
+    throw UsageError("vocab_size " + s(vocab_size) + " is out of range 2..2^31-1; use data prepared with a vocabulary in that range");
   if (sequence_len < 1)
     throw UsageError("sequence_len " + s(sequence_len) + " is not positive; pass --seq-len 1 or more");
   if (window_pattern.empty())

@@ -263,7 +263,7 @@ void check_ids(const int32_t* ids, int64_t n, int64_t V, const char* what, bool 
   for (int64_t i = 0; i < n; ++i)
     if (ids[i] >= V || ids[i] < (allow_ignore ? -1 : 0))
       throw UsageError(std::string(what) + " id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
-                       " is outside the vocabulary of " + std::to_string(V) + "; check the data and --vocab");
+                       " is outside the vocabulary of " + std::to_string(V) + "; use data prepared with this model's tokenizer");
 }
 }  // namespace
 

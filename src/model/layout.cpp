@@ -2,6 +2,8 @@
 #include "ringtrain/model/layout.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "ringtrain/errors.hpp"
 
@@ -18,15 +20,36 @@ const char* group_name(ParamGroup g) {
   return "?";
 }
 
-ParamGroup param_group(const std::string& name) {
+const char* optim_group_name(OptimGroup g) {
+  switch (g) {
+    case OptimGroup::lm_head: return "lm_head";
+    case OptimGroup::wte: return "wte";
+    case OptimGroup::value_embeds: return "value_embeds";
+    case OptimGroup::resid_lambdas: return "resid_lambdas";
+    case OptimGroup::x0_lambdas: return "x0_lambdas";
+    case OptimGroup::scalars: return "scalars";
+    case OptimGroup::muon: return "muon";
+  }
+  return "?";
+}
+
+ParamClass classify_param(const std::string& name) {
   auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
-  if (name == "transformer.wte.weight") return ParamGroup::wte;
-  if (name == "lm_head.weight") return ParamGroup::lm_head;
-  if (starts("value_embeds.")) return ParamGroup::value_embeds;
-  if (starts("transformer.h.")) return ParamGroup::transformer_matrices;
-  if (name == "resid_lambdas" || name == "x0_lambdas" || name == "smear_gate.weight" ||
-      name == "smear_lambda" || name == "backout_lambda")
-    return ParamGroup::scalars;
+  if (name == "transformer.wte.weight") return {ParamGroup::wte, OptimGroup::wte};
+  if (name == "lm_head.weight") return {ParamGroup::lm_head, OptimGroup::lm_head};
+  if (starts("value_embeds.")) return {ParamGroup::value_embeds, OptimGroup::value_embeds};
+  if (starts("transformer.h.")) {
+    const char* digits = name.c_str() + std::strlen("transformer.h.");
+    char* end = nullptr;
+    const long long block = std::strtoll(digits, &end, 10);
+    if (end == digits || *end != '.' || block < 0)
+      throw UsageError("unknown parameter name '" + name + "'; expected transformer.h.<layer>.<tensor>");
+    return {ParamGroup::transformer_matrices, OptimGroup::muon, block};
+  }
+  if (name == "resid_lambdas") return {ParamGroup::scalars, OptimGroup::resid_lambdas};
+  if (name == "x0_lambdas") return {ParamGroup::scalars, OptimGroup::x0_lambdas};
+  if (name == "smear_gate.weight" || name == "smear_lambda" || name == "backout_lambda")
+    return {ParamGroup::scalars, OptimGroup::scalars};
   throw UsageError("unknown parameter name '" + name + "'; expected a nanochat state_dict key");
 }
 

@@ -7,48 +7,32 @@
 #include <algorithm>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/model/layout.hpp"
 #include "ringtrain/optim/adamw.hpp"
 #include "ringtrain/optim/schedule.hpp"
 
 namespace rt::optim {
-namespace {
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-// The AdamW group of a parameter by its nanochat name, or "" if it belongs to Muon.
-std::string adamw_group_name(const model::Param& p) {
-  const std::string& n = p.name;
-  if (n == "lm_head.weight") return "lm_head";
-  if (n == "transformer.wte.weight") return "wte";
-  if (starts_with(n, "value_embeds.")) return "value_embeds";
-  if (n == "resid_lambdas") return "resid_lambdas";
-  if (n == "x0_lambdas") return "x0_lambdas";
-  if (n == "smear_gate.weight" || n == "smear_lambda" || n == "backout_lambda") return "scalars";
-  if (starts_with(n, "transformer.h.") && p.shape.size() == 2) return "";
-  throw UsageError("parameter " + n + " fits no MuonAdamW group; only nanochat's parameters " +
-                   "are supported");
-}
-
-}  // namespace
-
 MuonAdamW::MuonAdamW(model::ParamSet& params, const MuonAdamWOptions& options)
     : params_(params), options_(options) {
   if (options.num_iterations <= 0)
-    throw UsageError("the optimizer needs a positive number of iterations; pass --num-iterations");
+    throw UsageError("the optimizer needs a positive number of iterations (--steps of ringtrain train)");
   const double b = batch_lr_scale(options.total_batch_tokens);
   const double d = model_dim_lr_scale(options.model_dim);
 
-  // The spec's AdamW table, in its order.
-  groups_ = {
-      {"lm_head", 0.008 * b * d, 0.8, 0.96, 0.01, {}},
-      {"wte", 0.3 * b * d, 0.8, 0.995, 0.001, {}},
-      {"value_embeds", 0.15 * b * d, 0.8, 0.995, 0.01, {}},
-      {"resid_lambdas", 0.005 * b, 0.8, 0.95, 0.05, {}},
-      {"x0_lambdas", 0.5 * b, 0.96, 0.95, 0.0, {}},
-      {"scalars", 0.2, 0.8, 0.95, 0.0, {}},
+  // The spec's AdamW table, in the order of model::OptimGroup.
+  using model::OptimGroup;
+  auto group = [](OptimGroup g, double lr, double beta1, double beta2, double wd) {
+    return AdamWGroup{model::optim_group_name(g), lr, beta1, beta2, wd, {}};
   };
+  groups_ = {
+      group(OptimGroup::lm_head, 0.008 * b * d, 0.8, 0.96, 0.01),
+      group(OptimGroup::wte, 0.3 * b * d, 0.8, 0.995, 0.001),
+      group(OptimGroup::value_embeds, 0.15 * b * d, 0.8, 0.995, 0.01),
+      group(OptimGroup::resid_lambdas, 0.005 * b, 0.8, 0.95, 0.05),
+      group(OptimGroup::x0_lambdas, 0.5 * b, 0.96, 0.95, 0.0),
+      group(OptimGroup::scalars, 0.2, 0.8, 0.95, 0.0),
+  };
+  static_assert(model::kNumAdamWGroups == 6, "one entry per AdamW group");
   muon_lr_ = 0.02 * b;
 
   auto& all = params_.all();
@@ -57,8 +41,11 @@ MuonAdamW::MuonAdamW(model::ParamSet& params, const MuonAdamWOptions& options)
   int64_t scaling_params = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     const model::Param& p = all[i];
-    const std::string g = adamw_group_name(p);
-    if (g.empty()) {
+    const model::OptimGroup g = model::classify_param(p.name).optim;
+    if (g == model::OptimGroup::muon) {
+      if (p.shape.size() != 2)
+        throw UsageError("parameter " + p.name + " is not a matrix, but Muon updates only matrices; " +
+                         "only nanochat's parameters are supported");
       muon_.push_back({int(i), p.shape[0], p.shape[1]});
       muon_state_.push_back({std::vector<float>(size_t(p.numel), 0.0f),
                              std::vector<float>(size_t(muon_variance_len(p.shape[0], p.shape[1])),
@@ -66,11 +53,9 @@ MuonAdamW::MuonAdamW(model::ParamSet& params, const MuonAdamWOptions& options)
       scaling_params += p.numel;
       continue;
     }
-    if (g == "lm_head") scaling_params += p.numel;
-    auto it = std::find_if(groups_.begin(), groups_.end(),
-                           [&](const AdamWGroup& x) { return x.name == g; });
-    it->params.push_back(int(i));
-    group_of_param_[i] = int(it - groups_.begin());
+    if (g == model::OptimGroup::lm_head) scaling_params += p.numel;
+    groups_[size_t(g)].params.push_back(int(i));
+    group_of_param_[i] = int(g);
     adamw_state_[i].exp_avg.assign(size_t(p.numel), 0.0f);
     adamw_state_[i].exp_avg_sq.assign(size_t(p.numel), 0.0f);
   }

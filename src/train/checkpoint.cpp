@@ -72,14 +72,20 @@ CheckpointWriter::~CheckpointWriter() {
 
 void CheckpointWriter::write_file(const std::string& name,
                                   const std::vector<std::pair<const void*, size_t>>& pieces) {
+  write_file(name, [&](const io::ByteSink& sink) {
+    for (const auto& [data, bytes] : pieces) sink(data, bytes);
+  });
+}
+
+void CheckpointWriter::write_file(const std::string& name, const std::function<void(const io::ByteSink&)>& produce) {
   uint32_t crc = 0;
   size_t total = 0;
   io::write_file_atomic(path(name), [&](const io::ByteSink& sink) {
-    for (const auto& [data, bytes] : pieces) {
+    produce([&](const void* data, size_t bytes) {
       sink(data, bytes);
       crc = crc32_of(data, bytes, crc);
       total += bytes;
-    }
+    });
   });
   files_[name] = {{"bytes", total}, {"crc32", crc}};
 }
@@ -95,7 +101,7 @@ void CheckpointWriter::add_written_file(const std::string& name) {
 
 std::string CheckpointWriter::commit(nlohmann::json meta) {
   meta["format"] = "ringtrain-checkpoint";
-  meta["format_version"] = 1;
+  meta["format_version"] = kCheckpointFormatVersion;
   meta["files"] = files_;
   const std::string text = meta.dump(2) + "\n";
   io::write_file_atomic(path("meta.json"), text.data(), text.size());
@@ -115,51 +121,6 @@ std::string CheckpointWriter::commit(nlohmann::json meta) {
   fsync_path(fs::path(final_dir_).parent_path().string());
   committed_ = true;
   return final_dir_;
-}
-
-namespace {
-constexpr char kStateMagic[8] = {'R', 'T', 'S', 'T', 'A', 'T', 'E', '1'};
-
-template <class T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-}  // namespace
-
-std::string pack_sections(const std::vector<std::pair<std::string, std::string>>& sections) {
-  std::string out(kStateMagic, sizeof kStateMagic);
-  put<uint64_t>(out, sections.size());
-  for (const auto& [name, data] : sections) {
-    put<uint64_t>(out, name.size());
-    out += name;
-    put<uint64_t>(out, data.size());
-    out += data;
-  }
-  return out;
-}
-
-std::vector<std::pair<std::string, std::string>> unpack_sections(const std::string& bytes,
-                                                                 const std::string& what) {
-  size_t at = 0;
-  auto take = [&](size_t n) {
-    if (bytes.size() - at < n) throw UsageError(what + " is truncated; use another checkpoint");
-    std::string s = bytes.substr(at, n);
-    at += n;
-    return s;
-  };
-  auto take_u64 = [&] {
-    uint64_t v;
-    std::memcpy(&v, take(8).data(), 8);
-    return v;
-  };
-  if (take(8) != std::string(kStateMagic, 8)) throw UsageError(what + " is not a ringtrain state file");
-  const uint64_t n = take_u64();
-  std::vector<std::pair<std::string, std::string>> out;
-  for (uint64_t i = 0; i < n; ++i) {
-    std::string name = take(take_u64());
-    out.emplace_back(std::move(name), take(take_u64()));
-  }
-  return out;
 }
 
 nlohmann::json verify_checkpoint(const std::string& dir) {

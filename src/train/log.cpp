@@ -13,10 +13,6 @@ std::string g_prefix = "";
 // On a terminal a progress bar may occupy the current line: clear it before a log line.
 const bool g_tty = ::isatty(2);
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 void write_all(const std::string& s) {
   const char* p = s.data();
   size_t left = s.size();
@@ -28,6 +24,10 @@ void write_all(const std::string& s) {
   }
 }
 }  // namespace
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 void log_set_rank(int rank, int world) {
   g_prefix = "[rank " + std::to_string(rank) + "/" + std::to_string(world) + "] ";

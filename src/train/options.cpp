@@ -41,7 +41,7 @@ std::string TrainOptions::shared_config_text() const {
     << "\n--save-every=" << save_every << "\n--stop-after=" << stop_after
     << "\n--sync=" << sync_mode_name(sync) << "\n--sync-every=" << sync_every << "\n--sync-overlap=" << sync_overlap
     << "\n--outer-lr=" << outer_lr << "\n--outer-momentum=" << outer_momentum
-    << "\n--wire=" << (wire_bf16 ? "bf16" : "f32") << "\n--resume=" << resume
+    << "\n--wire=" << net::wire_name(wire) << "\n--resume=" << resume
     << "\n--peers=";
   for (size_t i = 0; i < peers.size(); ++i) s << (i ? "," : "") << peers[i].text();
   s << "\n";
@@ -52,6 +52,13 @@ namespace {
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
+}
+
+// A default value as cxxopts shows it: 30, not 30.000000.
+std::string number_text(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
 }
 
 }  // namespace
@@ -92,8 +99,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ("wire", "f32 or bf16 on the wire", cxxopts::value<std::string>()->default_value("f32"))
       ("job-id", "job name checked at the handshake", cxxopts::value<std::string>()->default_value("ringtrain"))
       ("connect-timeout", "seconds to wait for every rank to arrive", cxxopts::value<double>()->default_value("120"))
-      ("peer-timeout", "seconds of silence after which a rank counts as lost", cxxopts::value<double>()->default_value("30"))
-      ("chunk-bytes", "ring all-reduce chunk size", cxxopts::value<int64_t>()->default_value("1048576"));
+      ("peer-timeout", "seconds of silence after which a rank counts as lost", cxxopts::value<double>()->default_value(number_text(net::kDefaultPeerTimeoutS)))
+      ("chunk-bytes", "ring all-reduce chunk size", cxxopts::value<int64_t>()->default_value(std::to_string(net::kDefaultChunkBytes)));
   spec.add_options()("h,help", "this help");
 
   cxxopts::ParseResult r;
@@ -149,9 +156,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     else if (sync == "avg") o.sync = SyncMode::Avg;
     else if (sync == "diloco") o.sync = SyncMode::Diloco;
     else throw UsageError("--sync " + sync + " is not a sync mode; use grad, avg or diloco");
-    const std::string wire = r["wire"].as<std::string>();
-    require(wire == "f32" || wire == "bf16", "--wire " + wire + " is not supported; use f32 or bf16");
-    o.wire_bf16 = wire == "bf16";
+    o.wire = net::parse_wire(r["wire"].as<std::string>());
   } catch (const cxxopts::exceptions::exception& e) {
     throw UsageError(std::string(e.what()) + "; run 'ringtrain train --help'");
   }

@@ -90,30 +90,19 @@ void ParamSync::apply(bool overlapped) {
   for (int64_t i = 0; i < n; ++i) p[i] = buf_[size_t(i)] + (p[i] - snapshot_[size_t(i)]);
 }
 
-std::string ParamSync::save_state() const {
-  std::string out;
-  const uint64_t n = anchor_.size();
-  out.append(reinterpret_cast<const char*>(&n), sizeof n);
-  out.append(reinterpret_cast<const char*>(anchor_.data()), n * sizeof(float));
-  out.append(reinterpret_cast<const char*>(momentum_.data()), n * sizeof(float));
-  return out;
+void ParamSync::save_state(io::StateWriter& out, const std::string& component) const {
+  if (anchor_.empty()) return;
+  out.floats(component + ".anchor", anchor_);
+  out.floats(component + ".momentum", momentum_);
 }
 
-void ParamSync::load_state(const std::string& bytes) {
-  uint64_t n = 0;
-  if (bytes.size() < sizeof n) throw UsageError("checkpoint: parameter-sync state is truncated");
-  std::memcpy(&n, bytes.data(), sizeof n);
-  if (n == 0) {
-    anchor_.clear();
-    momentum_.clear();
-    return;
-  }
-  if (n != uint64_t(params_.size()) || bytes.size() != sizeof n + 2 * n * sizeof(float))
-    throw UsageError("checkpoint: parameter-sync state does not match this model; resume with the same flags");
-  anchor_.resize(n);
-  momentum_.resize(n);
-  std::memcpy(anchor_.data(), bytes.data() + sizeof n, n * sizeof(float));
-  std::memcpy(momentum_.data(), bytes.data() + sizeof n + n * sizeof(float), n * sizeof(float));
+void ParamSync::load_state(const io::StateReader& in, const std::string& component) {
+  if (!outer()) return;
+  std::vector<float> anchor(size_t(params_.size())), momentum(size_t(params_.size()));
+  in.floats(component + ".anchor", anchor);
+  in.floats(component + ".momentum", momentum);
+  anchor_ = std::move(anchor);
+  momentum_ = std::move(momentum);
 }
 
 }  // namespace rt::train

@@ -2,6 +2,7 @@
 // ranks, exact resume from a saved state, val rows and bits per byte.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -121,6 +122,42 @@ BOOST_AUTO_TEST_CASE(long_documents_are_split_into_bos_pieces) {
   PackingLoader plain(shard, opt);
   for (int r = 0; r < 30; ++r) BOOST_REQUIRE(plain.next_row(row));
   BOOST_TEST(plain.cropped_tokens() > tokens * 4);
+}
+
+// One long document among many short ones: its pieces are spread over the epoch, not
+// packed into consecutive rows (which once made one repetitive document fill several steps).
+BOOST_AUTO_TEST_CASE(pieces_of_a_long_document_spread_over_the_epoch) {
+  constexpr int32_t kLongToken = 7;  // only the long document has it
+  Shard s;
+  s.vocab_size = kVocab;
+  s.doc_start = {0};
+  for (int d = 0; d < 200; ++d) {
+    const int len = d == 100 ? 161 : 7;  // the long one: 10 pieces of a 17-token row
+    s.tokens.push_back(kBos);
+    for (int j = 1; j < len; ++j) s.tokens.push_back(uint16_t(d == 100 ? kLongToken : 10 + (d + j) % 200));
+    s.doc_start.push_back(s.tokens.size());
+  }
+  LoaderOptions opt;
+  opt.seq_len = 16;
+  opt.buffer_docs = 4;
+  opt.seed = 3;
+  PackingLoader loader(std::make_shared<Shard>(s), opt);
+  std::vector<int32_t> row;
+  std::vector<int> rows_with_long;
+  for (int r = 0; loader.epoch() == 0; ++r) {
+    BOOST_REQUIRE(loader.next_row(row));
+    if (std::count(row.begin(), row.end(), kLongToken) > 0) rows_with_long.push_back(r);
+  }
+  BOOST_REQUIRE(rows_with_long.size() >= 8u);
+  int run = 1, longest_run = 1;
+  for (size_t k = 1; k < rows_with_long.size(); ++k) {
+    run = rows_with_long[k] == rows_with_long[k - 1] + 1 ? run + 1 : 1;
+    longest_run = std::max(longest_run, run);
+  }
+  BOOST_TEST_MESSAGE("rows with the long document: " << rows_with_long.size() << ", longest run " << longest_run
+                     << ", from row " << rows_with_long.front() << " to " << rows_with_long.back());
+  BOOST_TEST(longest_run <= 3);
+  BOOST_TEST(rows_with_long.back() - rows_with_long.front() > 40);
 }
 
 BOOST_AUTO_TEST_CASE(same_seed_same_rows_other_seed_other_rows) {

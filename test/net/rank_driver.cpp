@@ -90,6 +90,54 @@ void check_gather_bytes(Communicator& c, int salt) {
       wrong("all_gather_bytes piece of rank " + std::to_string(r) + " is '" + all[r] + "'");
 }
 
+// Segments of the caller's choosing, deliberately uneven (one is empty): the reduce-scatter
+// leaves the sum in rank r's segment, the all-gather fills every segment from its owner.
+void check_segmented(Communicator& c, size_t n, int salt) {
+  std::vector<size_t> bounds(static_cast<size_t>(c.world()) + 1, 0);
+  for (int r = 1; r < c.world(); ++r) bounds[size_t(r)] = std::min(n, n * size_t(r * r) / size_t(c.world() * c.world()));
+  bounds[1] = 0;  // rank 0 owns nothing
+  bounds.back() = n;
+  std::vector<float> v(n);
+  fill(v, c.rank(), salt);
+  c.reduce_scatter(v.data(), bounds, ReduceOp::Sum, Wire::F32);
+  for (size_t i = bounds[size_t(c.rank())]; i < bounds[size_t(c.rank()) + 1]; ++i)
+    if (v[i] != expected_sum(c.world(), i, salt)) wrong("segmented reduce_scatter n=" + std::to_string(n) + " element " + std::to_string(i));
+  std::fill(v.begin(), v.end(), -1000.0f);
+  for (size_t i = bounds[size_t(c.rank())]; i < bounds[size_t(c.rank()) + 1]; ++i) v[i] = value(0, i, salt);
+  c.all_gather(v.data(), bounds, Wire::F32);
+  for (size_t i = 0; i < n; ++i)
+    if (v[i] != value(0, i, salt)) wrong("segmented all_gather n=" + std::to_string(n) + " element " + std::to_string(i));
+}
+
+// The small typed collectives: values reduced in rank order, records gathered and
+// broadcast whole (one record larger than a chunk).
+void check_small_typed(Communicator& c, int salt) {
+  double d[3] = {0.5 * c.rank() + salt, -1.0 * c.rank(), 1e308};  // the last overflows to inf
+  c.all_reduce_values(d, ValueOp::Sum);
+  const double w = c.world();
+  if (d[0] != 0.25 * w * (w - 1) + w * salt || d[1] != -0.5 * w * (w - 1) || !std::isinf(d[2]))
+    wrong("all_reduce_values(double) gave " + std::to_string(d[0]) + ", " + std::to_string(d[1]));
+  int64_t k[2] = {int64_t(c.rank()) * 3 - salt, -int64_t(c.rank())};
+  c.all_reduce_values(k, ValueOp::Min);
+  if (k[0] != -salt || k[1] != -(c.world() - 1)) wrong("all_reduce_values(int64, min)");
+  c.all_reduce_values(k, ValueOp::Max);
+  if (k[0] != -salt || k[1] != -(c.world() - 1)) wrong("all_reduce_values of equal values");
+  struct Rec {
+    int64_t rank;
+    double x;
+  };
+  const auto recs = c.all_gather_record(Rec{c.rank(), salt * 0.5});
+  for (int r = 0; r < c.world(); ++r)
+    if (recs[size_t(r)].rank != r || recs[size_t(r)].x != salt * 0.5) wrong("all_gather_record of rank " + std::to_string(r));
+  std::string big(size_t(c.world()) * 300000 + 3, '\0');  // several chunks of 256 KiB
+  const int root = salt % c.world();
+  if (c.rank() == root)
+    for (size_t i = 0; i < big.size(); ++i) big[i] = char('a' + (i * 7 + salt) % 26);
+  c.broadcast_record(big.data(), big.size(), root);
+  for (size_t i = 0; i < big.size(); ++i)
+    if (big[i] != char('a' + (i * 7 + salt) % 26)) wrong("broadcast_record byte " + std::to_string(i));
+}
+
 // Sizes 0, 1, 7, 1000, 1,000,003 and 64 MB of floats; every collective type; then many
 // mixed collectives back to back.
 void scenario_exact(Communicator& c, const Args& a) {
@@ -103,7 +151,13 @@ void scenario_exact(Communicator& c, const Args& a) {
     check_all_gather(c, n, Wire::F32, ++salt);
     check_all_gather(c, n, Wire::Bf16, ++salt);
     for (int root = 0; root < c.world(); ++root) check_broadcast(c, n, root, ++salt);
+    check_segmented(c, n, ++salt);
   }
+  const uint64_t before = c.bytes_sent();
+  check_small_typed(c, ++salt);
+  check_all_reduce(c, 1000003, ReduceOp::Sum, Wire::F32, ++salt);
+  // The counter is what the ring sent: more than the all-reduce's 2(p-1)/p x 4 MB alone.
+  if (c.bytes_sent() - before < 2 * (c.world() - 1) * 4000012ull / c.world()) wrong("bytes_sent() too small");
   for (int k = 0; k < 200; ++k) {  // back to back, mixed types and sizes
     size_t n = static_cast<size_t>((k * 7919) % 5000);
     switch (k % 6) {

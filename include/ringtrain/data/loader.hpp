@@ -8,15 +8,23 @@
 // Documents longer than T+1 tokens could otherwise only ever be used by cropping, which
 // would drop most of their tokens: a quarter of the kernel documentation files are longer
 // than 2049 tokens, and at T = 2048 plain cropping dropped 36% of the tokens read, against
-// 1% with splitting (measured). So, by default, such a document is cut into pieces: <|bos|> followed by
-// the next T tokens of the document, and a last piece with the rest. Each piece then packs
-// like a document. Set split_long_docs = false for the spec's plain behaviour.
+// 1% with splitting (measured). So, by default, such a document is cut into pieces:
+// <|bos|> followed by the next T tokens of the document, and a last piece with the rest.
+// Each piece then packs like a document. Set split_long_docs = false for the spec's plain
+// behaviour.
 //
-// Ranks read disjoint documents: document d of the shard belongs to rank d % world. The
-// partition depends on neither B nor T, so ranks with different batch sizes still read
-// disjoint data. Each epoch shuffles the rank's documents with a seeded PRNG (seed,
-// epoch, rank), so the stream is deterministic given the seed, and LoaderState holds
+// Each epoch shuffles the pieces (not the documents) with a seeded PRNG (seed, epoch,
+// rank): the pieces of one long document land all over the epoch instead of filling
+// consecutive rows (one long, repetitive document once filled several steps in a row and
+// bent the loss curve). The stream is deterministic given the seed, and LoaderState holds
 // everything needed to resume it row for row.
+//
+// How `ringtrain train` uses it: every rank runs the same loader (rank 0 of world 1), so all
+// ranks pack one and the same stream; each micro-step takes the next sum(B_r) rows of it and
+// rank r keeps its own B_r rows (trainer.cpp, next_rows). Ranks therefore train on disjoint
+// rows whatever their --device-batch, and N ranks of B rows see exactly the rows one rank of
+// N*B would. The rank/world options instead give each of `world` loaders the documents
+// d with d % world == rank (disjoint documents, independent of B and T).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -24,6 +32,7 @@
 #include <vector>
 
 #include "ringtrain/data/shard.hpp"
+#include "ringtrain/io/state_file.hpp"
 
 namespace rt::data {
 
@@ -41,14 +50,18 @@ struct LoaderState {
   uint32_t rank = 0, world = 1, seq_len = 0;
   uint64_t seed = 0, num_docs = 0;  // checked on resume: same data and partition
   uint64_t epoch = 0;               // epochs started so far minus one
-  uint64_t cursor = 0;              // next position in this epoch's document order
-  uint32_t piece = 0;               // next piece of the document at cursor
+  uint64_t cursor = 0;              // next position in this epoch's order of pieces
   uint64_t rows = 0;                // rows produced so far
   // Buffered pieces, in buffer order: (document index, piece index).
   std::vector<std::pair<uint64_t, uint32_t>> buffer;
 
+  // Into the run's state file, as the component "loader": the numbers as scalars, the
+  // buffer as the int64 tensor loader.buffer (document, piece, document, piece, ...).
+  void save(io::StateWriter& out) const;
+  // Throws UsageError if the state has no loader or a malformed one.
+  static LoaderState load(const io::StateReader& in);
+  // The same, alone in the bytes of a state file.
   std::string to_bytes() const;
-  // Throws UsageError if the bytes are not a loader state of this format.
   static LoaderState from_bytes(const std::string& bytes);
 };
 
@@ -82,6 +95,7 @@ class PackingLoader {
     uint32_t index;
   };
   uint32_t piece_count(uint64_t doc) const;
+  Piece piece_at(uint64_t p) const;  // p: index into all pieces of docs_, in file order
   uint32_t piece_length(const Piece& p) const;
   void copy_piece(const Piece& p, uint32_t n, int32_t* dst) const;
   void start_epoch(uint64_t epoch);
@@ -89,10 +103,10 @@ class PackingLoader {
 
   std::shared_ptr<const Shard> shard_;
   LoaderOptions opt_;
-  std::vector<uint64_t> docs_;   // this rank's document indices
-  std::vector<uint64_t> order_;  // this epoch's order of docs_
+  std::vector<uint64_t> docs_;         // this rank's document indices
+  std::vector<uint64_t> piece_begin_;  // index of the first piece of docs_[i] (and the total)
+  std::vector<uint64_t> order_;        // this epoch's order of the pieces
   uint64_t epoch_ = 0, cursor_ = 0, rows_ = 0, cropped_ = 0;
-  uint32_t pending_piece_ = 0;   // next piece of order_[cursor_] to buffer
   std::vector<Piece> buffer_;
   bool single_pass_ = false;
 };

@@ -5,6 +5,7 @@
 // Supported dtypes: F32, F64, I32, I64.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +27,9 @@ struct TensorRef {
 // Writes atomically (temporary file + fsync + rename). Tensors are stored in the given order.
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+// The same bytes, handed to `sink` piece by piece (e.g. into memory).
+void write_safetensors(const std::function<void(const void* data, size_t size)>& sink,
+                       const std::vector<TensorRef>& tensors, const std::map<std::string, std::string>& metadata = {});
 
 struct Tensor {
   std::string name;
@@ -44,6 +48,8 @@ class SafetensorsFile {
  public:
   // Reads and checks the whole file; throws rt::UsageError if it is corrupt.
   static SafetensorsFile load(const std::string& path);
+  // The same for bytes in memory; `what` names them in errors.
+  static SafetensorsFile parse(const std::string& raw, const std::string& what);
 
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   const Tensor& get(const std::string& name) const;  // throws rt::UsageError if missing

@@ -15,11 +15,28 @@
 
 namespace rt::model {
 
+// Every parameter is classified once, here, by its nanochat state_dict key: its group (for
+// counts and reports) and its optimizer group (nanochat's MuonAdamW).
 enum class ParamGroup { wte = 0, value_embeds, lm_head, transformer_matrices, scalars };
 constexpr int kNumParamGroups = 5;
 const char* group_name(ParamGroup g);
-// Classifies a nanochat state_dict key; throws rt::UsageError for an unknown key.
-ParamGroup param_group(const std::string& name);
+// The embedding tables: updated only on the rows of the tokens a step saw.
+inline bool is_embedding_table(ParamGroup g) { return g == ParamGroup::wte || g == ParamGroup::value_embeds; }
+
+// MuonAdamW's groups: the AdamW groups in the spec's table order, then Muon (every matrix
+// under transformer.h).
+enum class OptimGroup { lm_head = 0, wte, value_embeds, resid_lambdas, x0_lambdas, scalars, muon };
+constexpr int kNumAdamWGroups = 6;
+const char* optim_group_name(OptimGroup g);
+
+struct ParamClass {
+  ParamGroup group;
+  OptimGroup optim;
+  int64_t block = -1;  // the transformer block of a per-block tensor, else -1
+};
+// Throws rt::UsageError for a key that is not one of nanochat's.
+ParamClass classify_param(const std::string& name);
+inline ParamGroup param_group(const std::string& name) { return classify_param(name).group; }
 
 struct ParamSpec {
   std::string name;

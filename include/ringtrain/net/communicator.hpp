@@ -12,12 +12,15 @@
 // watcher) makes a blocked collective throw Aborted promptly. After either, the
 // communicator is broken: every later collective throws the same error.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "ringtrain/errors.hpp"
@@ -26,6 +29,8 @@
 namespace rt::net {
 
 enum class ReduceOp { Sum, Avg };
+// Reductions of the small typed collectives.
+enum class ValueOp { Sum, Min, Max };
 // What travels on the wire. Bf16 halves the bytes; accumulation stays float32 and every
 // rank ends with bit-identical results.
 enum class Wire { F32, Bf16 };
@@ -47,6 +52,14 @@ struct Aborted : RuntimeError {
 // reply text out. Runs on the communicator's threads, so it must be fast and thread-safe.
 using ServiceHandler = std::function<std::string(const std::string& request)>;
 
+// Defaults of every command that makes a communicator (train, bench allreduce).
+// 256 KiB chunks: small enough that the pipeline fills and drains quickly (a 1 Gbit/s link
+// sends 256 KiB in 2 ms), large enough for loopback (measured with bench allreduce).
+inline constexpr size_t kDefaultChunkBytes = 256 << 10;
+// Silence after which a peer counts as lost. At most 30 s: libzmq's reconnect and
+// heartbeat settings are tuned for that range.
+inline constexpr double kDefaultPeerTimeoutS = 30;
+
 struct CommOptions {
   int rank = 0;
   std::vector<PeerAddress> peers;  // every rank's address, in rank order
@@ -55,13 +68,12 @@ struct CommOptions {
   // error names the first differing key). Leave out settings that may differ per rank.
   std::string config_text;
   double connect_timeout_s = 120;  // how long to wait for every rank to arrive
-  double peer_timeout_s = 15;      // silence after which a peer counts as lost (<= 30 s)
+  double peer_timeout_s = kDefaultPeerTimeoutS;
   // No progress at all in one collective for this long is an error (a live rank that
   // never calls the collective). 0 disables it.
   double stall_timeout_s = 900;
-  // Pipeline unit of the ring, in float32 bytes. Small enough that the pipeline fills and
-  // drains quickly (a 1 Gbit/s link sends 256 KiB in 2 ms), large enough for loopback.
-  size_t chunk_bytes = 256 << 10;
+  // Pipeline unit of every collective, in float32 bytes: no data message is larger.
+  size_t chunk_bytes = kDefaultChunkBytes;
   ServiceHandler service_handler;  // optional, may also be set later
 };
 
@@ -98,11 +110,55 @@ class Communicator {
   // Each rank provides data[shard_range(n, world, rank)]; after it, all of data is filled.
   // With bf16 each rank's own shard is rounded too, so every rank holds the same values.
   void all_gather(float* data, size_t n, Wire wire = Wire::F32);
+  // The same two with segments of the caller's choosing: bounds has world() + 1 entries,
+  // bounds[0] = 0, bounds[world()] = n, ascending, the same on every rank; rank r's segment
+  // is [bounds[r], bounds[r+1]). The segments need not be even (e.g. whole matrices), but
+  // uneven ones cost more: each rank sends every segment but its own.
+  void reduce_scatter(float* data, std::span<const size_t> bounds, ReduceOp op = ReduceOp::Sum, Wire wire = Wire::F32);
+  void all_gather(float* data, std::span<const size_t> bounds, Wire wire = Wire::F32);
   // Copies root's n floats to every rank (pipelined along the ring).
   void broadcast(float* data, size_t n, int root, Wire wire = Wire::F32);
   void barrier();
-  // Small all-gather of arbitrary bytes (per-rank stats): result[r] is rank r's `mine`.
-  std::vector<std::string> all_gather_bytes(std::string_view mine);
+  // All-gather of arbitrary bytes: result[r] is rank r's `mine`. Each rank's size travels
+  // first and must be at most max_bytes; every part is then checked against its size.
+  std::vector<std::string> all_gather_bytes(std::string_view mine, size_t max_bytes = kMaxGatherBytes);
+  static constexpr size_t kMaxGatherBytes = 64 << 20;
+
+  // Small typed collectives, for a few values per rank (counts, steps, sums, reports).
+  // Every rank must pass the same count or record size: a message of another size is a
+  // protocol error, checked on arrival. What the values mean is the caller's to check.
+  //
+  // Element-wise reduction over the ranks, in rank order, so every rank gets the same bits.
+  void all_reduce_values(std::span<double> values, ValueOp op);
+  void all_reduce_values(std::span<int64_t> values, ValueOp op);
+  // out (world() * record_bytes) receives every rank's record, rank r's at r * record_bytes.
+  void all_gather_records(const void* mine, size_t record_bytes, void* out);
+  // Copies root's record (exactly record_bytes) to every rank.
+  void broadcast_record(void* record, size_t record_bytes, int root);
+  // Typed forms of the two above, for trivially copyable records (e.g. a struct of numbers).
+  template <class T>
+  std::vector<T> all_gather_record(const T& mine) {
+    static_assert(std::is_trivially_copyable_v<T>, "records travel as raw bytes");
+    std::vector<T> out(static_cast<size_t>(world()));
+    all_gather_records(&mine, sizeof(T), out.data());
+    return out;
+  }
+  template <class T>
+  std::vector<T> all_gather_records(std::span<const T> mine) {  // the same count on every rank
+    static_assert(std::is_trivially_copyable_v<T>, "records travel as raw bytes");
+    std::vector<T> out(mine.size() * static_cast<size_t>(world()));
+    all_gather_records(mine.data(), mine.size_bytes(), out.data());
+    return out;
+  }
+  template <class T>
+  void broadcast_record(T& record, int root) {
+    static_assert(std::is_trivially_copyable_v<T>, "records travel as raw bytes");
+    broadcast_record(&record, sizeof(T), root);
+  }
+
+  // Payload bytes this rank has sent in collectives so far (headers excluded): what a
+  // collective cost on the wire, e.g. 2(p-1)/p of the buffer for an all-reduce.
+  uint64_t bytes_sent() const { return bytes_sent_.load(); }
 
   void set_service_handler(ServiceHandler handler);
   // Makes blocked and later collectives throw Aborted(reason). Any thread, any time.
@@ -111,7 +167,15 @@ class Communicator {
   std::string failure() const;
 
  private:
+  // Runs one collective while holding the sockets; body(seq) returns the bytes it sent.
+  template <typename F>
+  void collective(F&& body);
+  // Breaks the communicator with a protocol error and throws it.
+  [[noreturn]] void fail(const std::string& why);
+  void check_root(int root) const;
+
   std::unique_ptr<Transport> transport_;
+  std::atomic<uint64_t> bytes_sent_{0};
 };
 
 // Client side of service requests: connects to a rank's listed port, sends `text`, returns

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/io/state_file.hpp"
 #include "ringtrain/model/params.hpp"
 #include "ringtrain/optim/muon.hpp"
 
@@ -62,9 +63,14 @@ class MuonAdamW {
   double weight_decay_scaled() const { return wd_scaled_; }
   ScheduleValues schedule(int64_t it) const;
 
-  // Checkpointing: every buffer and step counter, with a version tag and the tensor names.
+  // Checkpointing: every buffer and step counter, by parameter name, into the run's state
+  // file (optim_state.cpp says which entries).
+  void save_state(io::StateWriter& out) const;
+  // Throws rt::UsageError if the state is incomplete or belongs to a model of another shape;
+  // the optimizer is then unchanged.
+  void load_state(const io::StateReader& in);
+  // The same state alone, as the bytes of a state file.
   std::vector<char> save_state() const;
-  // Throws rt::UsageError if the state is corrupt or belongs to a model of another shape.
   void load_state(std::span<const char> bytes);
 
  private:

@@ -1,11 +1,12 @@
 // Checkpoints: one self-contained directory per rank and step,
-//   <out>/rank<R>/step_<NNNNNN>/{model.safetensors, state.bin, meta.json}
+//   <out>/rank<R>/step_<NNNNNN>/{model.safetensors, state.safetensors, tokenizer.tiktoken, meta.json}
 // Every file is written into a temporary directory, fsynced, and the directory is renamed
 // into place only when complete: a crash mid-write never leaves something that looks like a
 // checkpoint. meta.json lists every file with its size and CRC-32, so corruption (a
 // truncated copy, a flipped bit) is detected on load and the checkpoint refused.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +15,10 @@
 #include <nlohmann/json.hpp>
 
 namespace rt::train {
+
+// 2: the run's state in state.safetensors (io/state_file.hpp). 1 had five binary layouts
+// in state.bin; --resume refuses those (their weights still load everywhere else).
+constexpr int kCheckpointFormatVersion = 2;
 
 uint32_t crc32_of(const void* data, size_t bytes, uint32_t crc = 0);
 
@@ -29,6 +34,8 @@ class CheckpointWriter {
 
   // Writes one file made of the given pieces, in order.
   void write_file(const std::string& name, const std::vector<std::pair<const void*, size_t>>& pieces);
+  // Writes one file whose bytes `produce` hands to the sink it is given.
+  void write_file(const std::string& name, const std::function<void(const std::function<void(const void*, size_t)>&)>& produce);
   // For files written by someone else's writer: where to write `name`, and then record it
   // (size and CRC-32 are read back from disk).
   std::string path(const std::string& name) const;
@@ -56,12 +63,5 @@ std::vector<int64_t> checkpoint_steps(const std::string& run_dir, int rank);
 // Resolves what a user passed as --checkpoint: a step directory, a rank directory, or a run
 // directory (then rank 0's newest valid checkpoint). Throws UsageError when there is none.
 std::string resolve_checkpoint(const std::string& path);
-
-// state.bin: named binary sections (optimizer state, loader position, ...), so that one
-// file carries all of a rank's non-weight state and new sections can be added later.
-std::string pack_sections(const std::vector<std::pair<std::string, std::string>>& sections);
-// Throws rt::UsageError if `bytes` is not such a file.
-std::vector<std::pair<std::string, std::string>> unpack_sections(const std::string& bytes,
-                                                                 const std::string& what);
 
 }  // namespace rt::train

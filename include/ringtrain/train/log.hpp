@@ -6,6 +6,9 @@
 
 namespace rt::train {
 
+// Seconds on the monotonic clock, for measuring durations.
+double now_s();
+
 void log_set_rank(int rank, int world);
 // "[rank R/W] " once log_set_rank was called, else "" (main() uses it for the final error).
 const std::string& log_prefix();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ringtrain/model/config.hpp"
+#include "ringtrain/net/communicator.hpp"
 #include "ringtrain/net/peers.hpp"
 
 namespace rt::train {
@@ -41,11 +42,11 @@ struct TrainOptions {
   bool sync_overlap = false;  // avg/diloco: average in the background, one step delayed
   float outer_lr = 0.7f;
   float outer_momentum = 0.9f;
-  bool wire_bf16 = false;
+  net::Wire wire = net::Wire::F32;
   std::string job_id = "ringtrain";
   double connect_timeout_s = 120;
-  double peer_timeout_s = 30;
-  int64_t chunk_bytes = 1 << 20;
+  double peer_timeout_s = net::kDefaultPeerTimeoutS;
+  int64_t chunk_bytes = int64_t(net::kDefaultChunkBytes);
   bool progress_bar = true;   // only drawn on a terminal
 
   int world() const { return peers.empty() ? 1 : int(peers.size()); }

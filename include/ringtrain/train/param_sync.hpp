@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "ringtrain/io/state_file.hpp"
 #include "ringtrain/model/params.hpp"
 #include "ringtrain/net/communicator.hpp"
 
@@ -46,8 +47,10 @@ class ParamSync {
   void finish();
   bool in_flight() const { return worker_.joinable(); }
 
-  std::string save_state() const;
-  void load_state(const std::string& bytes);
+  // diloco's anchor and outer momentum, as tensors <component>.anchor and .momentum (avg
+  // has none). load_state throws rt::UsageError if they do not fit the parameters.
+  void save_state(io::StateWriter& out, const std::string& component) const;
+  void load_state(const io::StateReader& in, const std::string& component);
 
  private:
   bool outer() const { return !(outer_lr_ == 1.0f && outer_momentum_ == 0.0f); }

@@ -1,0 +1,15 @@
+// With --sync grad every rank applies the same update to the same parameters, so the
+// replicas must stay bit-identical; a different compiler or CPU path could make them drift
+// silently. The check compares a CRC-32 of every rank's whole parameter arena.
+#pragma once
+#include <cstdint>
+
+#include "ringtrain/model/params.hpp"
+#include "ringtrain/net/communicator.hpp"
+
+namespace rt::train {
+
+// Throws rt::RuntimeError naming the first rank whose parameters differ from rank 0's.
+void check_replicas(net::Communicator& comm, model::ParamSet& params, int64_t step);
+
+}  // namespace rt::train

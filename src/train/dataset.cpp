@@ -1,0 +1,31 @@
+#include "ringtrain/train/dataset.hpp"
+
+#include <filesystem>
+
+#include "ringtrain/errors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rt::train {
+
+DataSet load_dataset(const std::string& dir) {
+  if (!fs::is_directory(dir))
+    throw UsageError("--data " + dir + " is not a directory; create it with 'ringtrain data prepare --input TEXT... --out " +
+                     dir + "'");
+  for (const char* f : {"train.bin", "val.bin", "token_bytes.bin"})
+    if (!fs::exists(fs::path(dir) / f))
+      throw UsageError("--data " + dir + " has no " + f + "; it is not (or not completely) prepared: run 'ringtrain data prepare --input TEXT... --out " +
+                       dir + "'");
+  DataSet d;
+  d.train = std::make_shared<const data::Shard>(data::read_shard((fs::path(dir) / "train.bin").string()));
+  d.val = std::make_shared<const data::Shard>(data::read_shard((fs::path(dir) / "val.bin").string()));
+  d.token_bytes = data::read_token_bytes((fs::path(dir) / "token_bytes.bin").string());
+  d.vocab = d.train->vocab_size;
+  if (d.val->vocab_size != d.vocab || d.token_bytes.size() != d.vocab)
+    throw UsageError("--data " + dir + ": train.bin, val.bin and token_bytes.bin disagree on the vocabulary; prepare it again");
+  if (d.train->num_docs() == 0) throw UsageError("--data " + dir + ": train.bin has no documents");
+  if (d.val->num_docs() == 0) throw UsageError("--data " + dir + ": val.bin has no documents; prepare with a larger --val-fraction");
+  return d;
+}
+
+}  // namespace rt::train

@@ -1,0 +1,25 @@
+#include "ringtrain/train/replica_check.hpp"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "ringtrain/errors.hpp"
+#include "ringtrain/train/checkpoint.hpp"
+
+namespace rt::train {
+
+void check_replicas(net::Communicator& comm, model::ParamSet& params, int64_t step) {
+  // For the test of this check only (test/train/test_distributed.cpp, drifted_replicas_stop_the_job):
+  // RINGTRAIN_TEST_PERTURB_RANK=R makes rank R move one parameter by one ulp before each
+  // check after step 0, as a replica that rounds differently would.
+  if (const char* r = std::getenv("RINGTRAIN_TEST_PERTURB_RANK"); r && step > 0 && std::atoi(r) == comm.rank())
+    params.data()[0] = std::nextafter(params.data()[0], INFINITY);
+  const uint32_t crc = crc32_of(params.data(), size_t(params.size()) * sizeof(float));
+  const auto all = comm.all_gather_record(crc);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r] != all[0])
+      throw RuntimeError("replicas have drifted at step " + std::to_string(step) + ": rank " + std::to_string(r) +
+                         "'s parameters differ from rank 0's; build every host with the same compiler and -Dnative=false, then --resume");
+}
+
+}  // namespace rt::train

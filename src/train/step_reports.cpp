@@ -1,0 +1,104 @@
+#include "ringtrain/train/step_reports.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "ringtrain/errors.hpp"
+#include "ringtrain/train/stop_signals.hpp"
+
+using nlohmann::json;
+
+namespace rt::train {
+
+void JobStatus::set(json s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  status_ = std::move(s);
+}
+
+std::string JobStatus::text() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_.dump();
+}
+
+StepReports::StepReports(net::Communicator* comm, const optim::MuonAdamW& opt, MetricsWriter& metrics,
+                         Progress& progress, JobStatus& status, const ReportSetup& setup)
+    : comm_(comm), opt_(opt), metrics_(metrics), progress_(progress), status_(status), setup_(setup) {}
+
+namespace {
+
+// A report from another rank is used only if every field is a value a rank can send.
+void check_report(const StepReport& r, size_t rank) {
+  const double durations[] = {r.step_s, r.comm_s, r.tokens, r.end_s, r.bytes_sent};
+  for (double v : durations)
+    if (!std::isfinite(v) || v < 0)
+      throw RuntimeError("rank " + std::to_string(rank) + " sent a step report with a negative or non-finite value; " +
+                         "every rank must run the same ringtrain build");
+  if (r.stop != 0 && r.stop != 1)
+    throw RuntimeError("rank " + std::to_string(rank) + " sent a step report with stop = " + std::to_string(r.stop) +
+                       "; every rank must run the same ringtrain build");
+}
+
+}  // namespace
+
+bool StepReports::exchange(int64_t step_now, double tokens_seen, double val_bpb) {
+  const size_t n = pending_.size();
+  // [rank][pending step]; every rank has the same number of reports pending (the record
+  // size of the all-gather, checked on arrival).
+  std::vector<std::vector<StepReport>> ranks;
+  if (!comm_) {
+    ranks.push_back(std::move(pending_));
+  } else {
+    const auto all = comm_->all_gather_records(std::span<const StepReport>(pending_));
+    for (size_t r = 0; r < size_t(comm_->world()); ++r) {
+      ranks.emplace_back(all.begin() + int64_t(r * n), all.begin() + int64_t((r + 1) * n));
+      for (const auto& rep : ranks.back()) check_report(rep, r);
+    }
+  }
+  pending_.clear();
+  bool stop = false;
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t step = step_now - int64_t(n - 1 - k);
+    double loss = 0, step_s = 0;
+    json per_rank = json::array();
+    for (const auto& r : ranks) {
+      loss += r[k].loss_weighted;
+      step_s = std::max(step_s, r[k].step_s);
+      if (r[k].stop) stop = true;
+      per_rank.push_back({{"step_s", r[k].step_s}, {"comm_s", r[k].comm_s}});
+    }
+    const StepReport& mine = ranks[size_t(comm_ ? setup_.rank : 0)][k];
+    const double tok_s = double(setup_.global_tokens) / step_s;
+    const double mfu = double(setup_.flops_per_token) * (mine.tokens / mine.step_s) / (setup_.peak_gflops * 1e9);
+    json rec = {{"step", step}, {"loss", loss}, {"lr_mult", opt_.schedule(step - 1).lr_multiplier},
+                {"tok_per_s", tok_s}, {"step_s", step_s}, {"comm_s", mine.comm_s}, {"mfu", mfu},
+                {"tokens", tokens_seen - double(n - 1 - k) * double(setup_.global_tokens)},
+                {"elapsed_s", mine.end_s}};
+    if (comm_) {
+      rec["ranks"] = per_rank;
+      rec["bytes_sent"] = mine.bytes_sent;
+    }
+    metrics_.write(rec);
+    if (k + 1 < n) continue;
+    status_.set({{"step", step}, {"steps", setup_.steps}, {"loss", loss}, {"tok_per_s", tok_s},
+                 {"eta_s", step_s * double(setup_.last_step - step)}, {"val_bpb", val_bpb}, {"ranks", per_rank}});
+    char stats[160];
+    std::snprintf(stats, sizeof stats, "loss %.4f | %.0f tok/s | mfu %.0f%% | comm %.2fs", loss, tok_s, 100 * mfu,
+                  mine.comm_s);
+    progress_.update(step, stats);
+  }
+  return stop;
+}
+
+void StepReports::show_local(int64_t step, double loss, double step_s, double comm_s) {
+  if (comm_ && !comm_->failure().empty()) {
+    if (stop_signals_received() >= 2) throw net::Aborted(comm_->failure());
+    throw net::PeerLost(comm_->failure());
+  }
+  char stats[160];
+  std::snprintf(stats, sizeof stats, "loss %.4f (this rank) | %.0f tok/s | comm %.2fs", loss,
+                double(setup_.global_tokens) / step_s, comm_s);
+  progress_.update(step, stats);
+}
+
+}  // namespace rt::train

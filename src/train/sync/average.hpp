@@ -1,0 +1,47 @@
+// --sync avg and --sync diloco: every rank takes --sync-every (H) steps on its own, with its
+// own optimizer state, then the parameters are averaged (param_sync.hpp has the formulas;
+// diloco adds the outer Nesterov step, avg is diloco with outer lr 1 and momentum 0). The
+// ranks run free between averages: their step reports travel together at each average,
+// evaluation or the end, so that no rank waits for the slowest one every step.
+#pragma once
+#include "modes.hpp"
+#include "ringtrain/train/log.hpp"
+#include "ringtrain/train/param_sync.hpp"
+
+namespace rt::train {
+
+class AverageSync : public Sync {
+ public:
+  explicit AverageSync(const SyncContext& ctx);
+
+  float loss_scale() const override { return loss_scale_; }
+  void optimizer_step(int64_t it) override { opt_.step(it); }
+  void step_done(const StepPlan& plan) override;
+  bool report_now(const StepPlan& plan) const override { return averages_at(plan) || plan.eval || plan.last; }
+  void save_state(io::StateWriter& out) const override { average_.save_state(out, kComponent); }
+  void load_state(const io::StateReader& in) override { average_.load_state(in, kComponent); }
+  double extra_bytes() const override;
+  // Called once the parameters hold the starting point: diloco's anchor starts there
+  // unless a checkpoint brought one.
+  void begin() override { average_.begin(); }
+
+ protected:
+  static constexpr const char* kComponent = "sync";
+  bool averages_at(const StepPlan& plan) const { return plan.step % every_ == 0; }
+  // Runs f and counts its time as network time.
+  template <class F>
+  void timed(F&& f) {
+    const double t0 = now_s();
+    f();
+    comm_s_ += now_s() - t0;
+  }
+
+  optim::MuonAdamW& opt_;
+  ParamSync average_;
+  int64_t every_;
+  float loss_scale_;
+  double param_bytes_;
+  bool outer_;
+};
+
+}  // namespace rt::train

@@ -4,11 +4,13 @@
 # every link shaped to 1 Gbit/s, each rank pinned to its own core with one thread.
 #
 #   sudo tools/bench_scaling.sh [--steps 16] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR]
-#                               [--baseline-bin PATH]
+#                               [--baseline-bin PATH [--compare-only] [--repeat N]]
 #
 # --baseline-bin runs the --sync grad row a second time with another ringtrain binary (e.g.
 # the previous version), right before the current one, and prints both with their ratio
 # and the bytes each rank 0 sent per step: a before/after comparison measured in one run.
+# --compare-only runs just those two rows, alternating baseline and this build --repeat
+# times (default 3), and prints each pair and the median ratio.
 #
 # Runs, one after another. Throughput is tokens / time over all the steps after the warm-up
 # (not a median: with --sync avg the averaging steps are the slow ones and must count), so
@@ -24,7 +26,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-steps=16 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60 baseline_bin=""
+steps=16 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60 baseline_bin="" compare_only=0 repeat=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
@@ -34,6 +36,8 @@ while [ $# -gt 0 ]; do
     --data) data=$2; shift 2 ;;
     --gloo-timeout) gloo_timeout=$2; shift 2 ;;
     --baseline-bin) baseline_bin=$(readlink -f "$2"); shift 2 ;;
+    --compare-only) compare_only=1; shift ;;
+    --repeat) repeat=$2; shift 2 ;;
     *) echo "bench_scaling: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -119,6 +123,23 @@ run_torch() {  # name, world, seconds before the run is killed
 }
 
 echo "bench_scaling: d$depth, batch 2 x 1024 per rank, 1 thread per rank, $rate links; work dir $work" >&2
+cpu_line() { echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); flags: $(grep -m1 -o 'avx512[a-z_0-9]*\|avx2\|fma\|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"; }
+if [ "$compare_only" = 1 ]; then
+  [ -n "$baseline_bin" ] || { echo "bench_scaling: --compare-only needs --baseline-bin" >&2; exit 2; }
+  printf '\n| pair | baseline tok/s | this build tok/s | ratio | bytes_sent MB/step baseline -> this |\n|---|---|---|---|---|\n'
+  ratios=()
+  for i in $(seq 1 "$repeat"); do
+    b=$(rt_bin=$baseline_bin run_rt rt-grad-baseline-$i 2 --sync grad)
+    n=$(run_rt rt-grad-$i 2 --sync grad)
+    r=$("$py" -c "import sys; print('%.3f' % (float(sys.argv[2].split()[0]) / float(sys.argv[1].split()[0])))" "$b" "$n")
+    ratios+=("$r")
+    printf '| %d | %s | %s | %s | %s -> %s |\n' "$i" "${b% *}" "${n% *}" "$r" \
+      "$(bytes_per_step "$work/rt-grad-baseline-$i/metrics.jsonl")" "$(bytes_per_step "$work/rt-grad-$i/metrics.jsonl")"
+  done
+  echo "median ratio (this build / baseline): $(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')"
+  cpu_line
+  exit 0
+fi
 rt1=$(run_rt rt-1rank 1)
 [ -z "$baseline_bin" ] || rtg0=$(rt_bin=$baseline_bin run_rt rt-grad-baseline 2 --sync grad)
 rtg=$(run_rt rt-grad 2 --sync grad)
@@ -131,6 +152,7 @@ pt1=$(run_torch pt-1rank 1 3600)
 pt2=$(run_torch pt-ddp 2 3600)
 
 ratio() { "$py" -c "import sys; a=sys.argv[1].split()[0]; b=sys.argv[2].split()[0]; print('%.2fx' % (float(a)/float(b)) if a not in '-' and b not in '-' else '-')" "$1" "$2" 2>/dev/null || echo -; }
+cpu_line
 printf '\n| run | firewall (29500-29510 only) | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank |\n|---|---|---|---|---|\n'
 printf '| ringtrain, 1 rank | - | %s | - | 1.00x |\n' "${rt1% *}"
 printf '| ringtrain, 2 ranks, --sync grad | on | %s | %s | %s |\n' "${rtg% *}" "${rtg#* }" "$(ratio "$rtg" "$rt1")"

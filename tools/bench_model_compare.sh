@@ -25,6 +25,8 @@ while [[ $# -gt 0 ]]; do
     *) echo "bench_model_compare.sh: unknown option '$1'; see --help" >&2; exit 2 ;;
   esac
 done
+# Install what is missing (PyTorch for the reference); the binary is built separately.
+bash tools/setup.sh --no-build reference || exit 1
 [[ -x "$bin" ]] || { echo "bench_model_compare.sh: $bin not found; build it (meson compile -C build) or pass --bin" >&2; exit 2; }
 
 out=$(mktemp -d)

@@ -70,5 +70,5 @@ print(f"{'impl':<{w}} {'tok/s':>9} {'step s':>8} {'MFU':>6} {'peak RSS MB':>12}"
 for name, rows, tps in ((a_name, rt, rt_tps), (b_name, pt, pt_tps)):
     mfu = tps * flops / (peak * 1e9)
     print(f"{name:<{w}} {tps:9.1f} {med(rows, 'step_s'):8.3f} {mfu:6.3f} {max(r['peak_rss_mb'] for r in rows):12.0f}")
-print(f"ratio {a_name}/{b_name}: {rt_tps / pt_tps:.2f}x   (oneDNN f32 matmul peak in the same run: {peak:.1f} GFLOP/s)")
+print(f"ratio {a_name} / {b_name}: {rt_tps / pt_tps:.2f}x   (oneDNN f32 matmul peak in the same run: {peak:.1f} GFLOP/s)")
 PY

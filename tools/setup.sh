@@ -19,6 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# trainer: what ringtrain builds and runs with (the demo needs nothing more but its corpus)
 trainer=(
   g++ cmake meson ninja-build pkg-config
   libdnnl-dev libzmq3-dev cppzmq-dev libcxxopts-dev libpcre2-dev nlohmann-json3-dev zlib1g-dev
@@ -27,10 +28,11 @@ trainer=(
   ocl-icd-opencl-dev opencl-c-headers
 )
 corpus=(linux-doc-6.1)
-# never the reference BLAS: PyTorch would run 30x slower (see the BLAS step below)
+# PyTorch with OpenBLAS, never the reference BLAS: that runs 30x slower (see the BLAS step below)
 reference=(python3-torch python3-numpy libopenblas0-openmp)
 netns=(iproute2 nftables procps psmisc)
 package=(dpkg-dev)
+# Boost.Test; the tests group also takes every group above
 tests=(libboost-test-dev)
 
 build_after=1

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -81,10 +82,20 @@ BOOST_AUTO_TEST_CASE(package_builds_installs_trains_and_purges_cleanly) {
     if (o["name"] == "native") BOOST_TEST(o["value"] == false);
 
   // 2. Its control fields: runtime libraries only, no build dependencies.
-  const std::string version = sh(build_bin + " --version");
-  const std::string project_version = version.substr(10, version.find(' ', 10) - 10);  // "ringtrain X (git R)"
+  // The Debian version is the release, then (from git) commit time and revision, so that a
+  // newer commit's package upgrades an older one: "0.1.0+git20261201000916.c9ac3473c662".
+  const std::string packaged = sh(deb_build + "/ringtrain --version");  // "ringtrain X (git R)\n"
+  const std::string release = packaged.substr(10, packaged.find(' ', 10) - 10);
+  std::string revision = packaged.substr(packaged.find("(git ") + 5);
+  revision = revision.substr(0, revision.find(')'));
+  std::replace(revision.begin(), revision.end(), '-', '.');
+  const std::string deb_version = sh("dpkg-deb -f " + deb + " Version");
+  BOOST_TEST(deb_version.rfind(release, 0) == 0u, deb_version);
+  const auto literal = [](const std::string& s) { return std::regex_replace(s, std::regex(R"(\.)"), R"(\.)"); };
+  if (revision != "unknown")
+    BOOST_TEST(std::regex_match(deb_version, std::regex(literal(release) + R"(\+git\d{14}\.)" + literal(revision) + "\n")),
+               deb_version);
   BOOST_TEST(sh("dpkg-deb -f " + deb + " Package") == "ringtrain\n");
-  BOOST_TEST(sh("dpkg-deb -f " + deb + " Version").rfind(project_version, 0) == 0u);
   BOOST_TEST(sh("dpkg-deb -f " + deb + " Architecture") == sh("dpkg --print-architecture"));
   const std::string depends = sh("dpkg-deb -f " + deb + " Depends");
   for (const char* lib : {"libc6", "libstdc++6", "libgomp1", "libdnnl2", "libzmq5", "libpcre2-8-0", "zlib1g"})
@@ -107,9 +118,10 @@ BOOST_AUTO_TEST_CASE(package_builds_installs_trains_and_purges_cleanly) {
     BOOST_TEST((std::find(installed.begin(), installed.end(), want) != installed.end()), want << " not installed");
   BOOST_REQUIRE_MESSAGE(!unit.empty(), "the package has no ringtrain@.service");
 
-  // 4. The installed binary is this source's, and its man page documents the commands.
+  // 4. The installed binary is the one just packaged (same version and revision), it computes
+  // what the test build computes, and its man page documents the commands.
   const std::string bin = "/usr/bin/ringtrain";
-  BOOST_TEST(sh(bin + " --version") == version);
+  BOOST_TEST(sh(bin + " --version") == packaged);
   BOOST_TEST(sh(bin + " info --depth 2 --json") == sh(build_bin + " info --depth 2 --json"));
   const std::string man = sh("gzip -dc /usr/share/man/man1/ringtrain.1.gz");
   for (const char* cmd : {".SS ringtrain train", ".SS ringtrain data", ".SS ringtrain bench allreduce", "\\-\\-peers"})

@@ -27,6 +27,8 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+# Install what is missing (PyTorch for the baseline, namespace and firewall tools); the binary is built separately.
+bash tools/setup.sh --no-build reference netns || exit 1
 [ -x "$bin" ] || { echo "no $bin; build first (meson compile -C build)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "needs root for network namespaces" >&2; exit 2; }
 

@@ -41,6 +41,8 @@ while [ $# -gt 0 ]; do
     *) echo "bench_scaling: unknown option $1" >&2; exit 2 ;;
   esac
 done
+# Install what is missing (PyTorch for the baseline, namespace and firewall tools); the binary is built separately.
+bash tools/setup.sh --no-build reference netns || exit 1
 [ "$(id -u)" = 0 ] || { echo "bench_scaling: needs root (network namespaces)" >&2; exit 2; }
 work=$(mktemp -d /tmp/rt-scaling.XXXXXX)
 prefix=rtsc$$

@@ -21,6 +21,8 @@ while [ $# -gt 0 ]; do
     *) echo "bench_sync_quality: unknown option $1" >&2; exit 2 ;;
   esac
 done
+# Install what is missing (the corpus); the binary is built separately.
+bash tools/setup.sh --no-build || exit 1
 if [ -z "$data" ]; then
   data=data/kdoc-8192
   [ -f "$data/meta.json" ] || "$bin" data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out "$data" --vocab 8192 --threads 2 --quiet

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Plots ringtrain metrics (JSONL, one object per step) as a PNG: training loss and val bpb
 against step and against tokens. Several files give several curves (e.g. sync modes).
+Needs only Python's standard library (tools/png_plot.py draws and encodes the PNG).
 
   /usr/bin/python3 tools/plot_metrics.py runs/demo/metrics.jsonl --out runs/demo/curves.png
   /usr/bin/python3 tools/plot_metrics.py grad.jsonl avg.jsonl --label grad --label avg --out cmp.png
@@ -10,10 +11,8 @@ import json
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from png_plot import Axes, Canvas, text_width  # noqa: E402
 
 
 def load(path):
@@ -46,28 +45,22 @@ def main():
     if args.label and len(args.label) != len(args.metrics):
         sys.exit("plot: give one --label per metrics file, or none")
 
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    # Four panels as before: train loss (top) and val bpb (bottom), against step and tokens.
+    canvas = Canvas(1200, 800)
+    axes = [[Axes(canvas, 110 + col * 600, 70 + row * 370, 460, 270) for col in range(2)] for row in range(2)]
     for i, path in enumerate(args.metrics):
         label = args.label[i] if args.label else os.path.basename(os.path.dirname(os.path.abspath(path))) or path
         train, evals = load(path)
         for col, key in enumerate(("step", "tokens")):
             if train and key in train[0]:
-                axes[0][col].plot([r[key] for r in train], [r["loss"] for r in train], label=label, lw=1)
+                axes[0][col].plot([r[key] for r in train], [r["loss"] for r in train], label)
             if evals and key in evals[0]:
-                axes[1][col].plot([r[key] for r in evals], [r["val_bpb"] for r in evals], "o-", label=label, ms=3)
+                axes[1][col].plot([r[key] for r in evals], [r["val_bpb"] for r in evals], label, markers=True)
     for col, key in enumerate(("step", "tokens")):
-        axes[0][col].set_xlabel(key)
-        axes[0][col].set_ylabel("train loss")
-        axes[1][col].set_xlabel(key)
-        axes[1][col].set_ylabel("val bits per byte")
-        for row in range(2):
-            axes[row][col].grid(alpha=0.3)
-            axes[row][col].legend()
-    fig.suptitle(args.title)
-    fig.tight_layout()
-    tmp = args.out + ".tmp.png"
-    fig.savefig(tmp, dpi=100)
-    os.replace(tmp, args.out)
+        axes[0][col].draw(xlabel=key, ylabel="train loss")
+        axes[1][col].draw(xlabel=key, ylabel="val bits per byte")
+    canvas.text(600 - text_width(args.title, 3) / 2, 18, args.title, scale=3)
+    canvas.save(args.out)
     print(f"plot: wrote {args.out}")
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the whole test suite from a fresh clone: installs what is missing, builds, runs
+# Runs the whole test suite from a fresh clone: installs what is missing (the "tests"
+# package group of tools/setup.sh: Boost.Test, PyTorch, namespace tools, ...), builds, runs
 # `meson test`, and ends with one line "N passed, N failed, N skipped". Any failure of the
 # build or of meson itself counts as a failure in that line and in the exit code.
 set -uo pipefail
@@ -9,7 +10,7 @@ log="$build/meson-logs/testlog.json"
 # A log left by an earlier run must never be read as this run's result.
 rm -f "$log"
 rc=0
-bash tools/setup.sh || rc=$?
+bash tools/setup.sh tests || rc=$?
 if [ "$rc" -eq 0 ]; then
   meson test -C "$build" --print-errorlogs --num-processes "${RINGTRAIN_TEST_JOBS:-2}" "$@"
   rc=$?

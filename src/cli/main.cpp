@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ringtrain/cli/commands.hpp"
+#include "ringtrain/cli/version.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/train/log.hpp"
 
@@ -38,7 +39,8 @@ void print_help() {
   std::printf("  %-16s %s\n", "bench allreduce", "ring all-reduce bandwidth between ranks");
   std::printf(
       "\nexample:\n  ringtrain info --depth 8 --json\n"
-      "  ringtrain train --depth 4 --data data/ --out run/ --steps 500\n");
+      "  ringtrain train --depth 4 --data data/ --out run/ --steps 500\n"
+      "\nringtrain --version prints the version and the git revision of the build.\n");
 }
 
 int dispatch(int argc, char** argv) {
@@ -47,6 +49,10 @@ int dispatch(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   std::string name = argv[1];
+  if (name == "--version") {
+    std::printf("ringtrain %s (git %s)\n", rt::cli::version(), rt::cli::git_revision());
+    return 0;
+  }
   if (name == "bench") {
     std::string target = argc >= 3 ? argv[2] : "";
     auto run = target == "model" ? rt::cli::cmd_bench_model

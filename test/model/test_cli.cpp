@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
 
 namespace {
 
@@ -60,6 +62,27 @@ BOOST_AUTO_TEST_CASE(bad_configs_exit_2) {
   BOOST_TEST(run("bench model --depth 2 --seq-len 64 --vocab 256 --device-batch 1 --steps 1 --warmup 0 --optimizer adam").code == 2);
   BOOST_TEST(run("info --help").code == 0);
   BOOST_TEST(run("bench model --help").code == 0);
+}
+
+BOOST_AUTO_TEST_CASE(version_names_release_and_git_revision) {
+  const auto r = run("--version");
+  BOOST_TEST_REQUIRE(r.code == 0);
+  std::smatch m;
+  BOOST_TEST_REQUIRE(std::regex_match(r.out, m, std::regex(R"(ringtrain (\d+\.\d+\.\d+) \(git (\S+)\)\n)")), r.out);
+  // Built from a git clone, the revision is the checked-out commit's (tags: "TAG-N-gHASH").
+  const std::string root = std::getenv("RINGTRAIN_SOURCE_ROOT") ? std::getenv("RINGTRAIN_SOURCE_ROOT") : ".";
+  FILE* p = popen(("git -C " + root + " rev-parse HEAD 2>/dev/null").c_str(), "r");
+  char head[64] = {0};
+  const bool in_git = p && fgets(head, sizeof head, p) && pclose(p) == 0;
+  if (in_git) {
+    std::string rev = m[2].str();
+    rev = rev.substr(0, rev.find("-dirty"));
+    if (rev.find("-g") != std::string::npos) rev = rev.substr(rev.rfind("-g") + 2);
+    BOOST_TEST(rev.size() >= 7u);
+    BOOST_TEST(std::string(head).rfind(rev, 0) == 0u, "revision " << rev << " is not HEAD " << head);
+  } else {
+    BOOST_TEST(m[2].str() == "unknown");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bench_model_tiny_json) {

@@ -74,6 +74,10 @@ void chain_broadcast(Transport& t, uint64_t seq, float* data, size_t n, int root
 
 std::vector<std::string> ring_gather_bytes(Transport& t, uint64_t seq, std::string_view mine) {
   const int N = t.world(), r = t.rank();
+  // Pieces travel as single messages; receivers (and their sockets) take no larger ones.
+  if (mine.size() > kMaxGatherPieceBytes)
+    throw RuntimeError("all_gather_bytes of " + std::to_string(mine.size()) + " bytes: at most " +
+                       std::to_string(kMaxGatherPieceBytes) + " bytes per rank travel in one piece (internal error)");
   std::vector<std::string> pieces(N);
   pieces[r] = std::string(mine);
   if (N == 1) return pieces;
@@ -91,6 +95,10 @@ std::vector<std::string> ring_gather_bytes(Transport& t, uint64_t seq, std::stri
   };
   s.expected_bytes = [](size_t) { return SIZE_MAX; };
   s.absorb = [&](size_t k, const void* payload, size_t bytes) {
+    if (bytes > kMaxGatherPieceBytes)
+      t.fail("protocol error: " + t.describe(s.from) + " sent a piece of " + std::to_string(bytes) +
+                 " bytes in all_gather_bytes, more than any rank may send",
+             true);
     pieces[mod(r - 1 - static_cast<int>(k))].assign(static_cast<const char*>(payload), bytes);
   };
   run_stream(t, seq, s);

@@ -67,13 +67,13 @@ void run_stream(Transport& t, uint64_t seq, const Stream& s) {
         t.fail(t.describe(s.from) + " sent " + describe_call(CollectiveKind(h.collective), h.seq, h.count, h.wire) +
                    " while this rank runs " + describe_call(s.kind, seq, s.count, wire) +
                    "; every rank must call the same collectives in the same order",
-               false);
+               true);
       const size_t want = s.expected_bytes(received);
       if (h.item != received || (want != SIZE_MAX && payload.size() != want))
         t.fail("protocol error: " + t.describe(s.from) + " sent chunk " + std::to_string(h.item) + " of " +
                    std::to_string(payload.size()) + " bytes where chunk " + std::to_string(received) +
                    " was due; use the same ringtrain build and --chunk-bytes on every rank",
-               false);
+               true);
       s.absorb(received, payload.data(), payload.size());
       ++received;
       progress = true;

@@ -1,5 +1,7 @@
 #include "ringtrain/train/grad_sync.hpp"
 
+#include "ringtrain/train/peer_values.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -63,15 +65,27 @@ double GradSync::wait() {
 
 void GradSync::sync_rows(const std::vector<Table>& tables, const std::vector<int32_t>& my_ids) {
   wait();
+  int64_t rows = tables.empty() ? 0 : tables[0].rows;
+  for (const auto& t : tables) rows = std::min(rows, t.rows);
+  if (rows <= 0 && !tables.empty()) throw RuntimeError("sync_rows: a table has no row count (internal error)");
   // Union of the ids of every rank, sorted, so every rank packs the same rows in the same order.
   const auto all = comm_.all_gather_bytes(
       std::string_view(reinterpret_cast<const char*>(my_ids.data()), my_ids.size() * sizeof(int32_t)));
   std::vector<int32_t> ids;
-  for (const auto& part : all) {
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::string& part = all[r];
+    // Distinct ids of one rank: whole int32s, at most one per row, each a row of the tables.
+    if (part.size() % sizeof(int32_t) != 0 || part.size() / sizeof(int32_t) > size_t(rows))
+      bad_peer_value(comm_, int(r), std::to_string(part.size()) + " bytes of embedding-row ids for tables of " +
+                                        std::to_string(rows) + " rows");
     const size_t n = part.size() / sizeof(int32_t);
     const size_t old = ids.size();
     ids.resize(old + n);
     std::memcpy(ids.data() + old, part.data(), n * sizeof(int32_t));
+    for (size_t k = old; k < ids.size(); ++k)
+      if (ids[k] < 0 || ids[k] >= rows)
+        bad_peer_value(comm_, int(r), "token id " + std::to_string(ids[k]) + " for the embedding-row exchange, outside the vocabulary of " +
+                                          std::to_string(rows));
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());

@@ -33,6 +33,7 @@
 #include "ringtrain/train/metrics.hpp"
 #include "ringtrain/train/model_io.hpp"
 #include "ringtrain/train/param_sync.hpp"
+#include "ringtrain/train/peer_values.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -158,7 +159,11 @@ void Trainer::setup_distributed() {
                    "\ndata.vocab=" + std::to_string(data_.vocab) + "\n";
   co.connect_timeout_s = o_.connect_timeout_s;
   co.peer_timeout_s = o_.peer_timeout_s;
+  co.stall_timeout_s = o_.stall_timeout_s;
   co.chunk_bytes = size_t(o_.chunk_bytes);
+  co.key = o_.key;
+  co.insecure = o_.insecure;
+  co.log = [](const std::string& line) { logf("%s", line.c_str()); };
   co.service_handler = [this](const std::string& req) -> std::string {
     if (req == "stop") {
       stop_requested_ = true;
@@ -174,7 +179,8 @@ void Trainer::setup_distributed() {
   logf("waiting for %d ranks (connect timeout %.0f s)", o_.world(), o_.connect_timeout_s);
   comm_ = std::make_unique<net::Communicator>(std::move(co));
   const auto batches = comm_->all_gather_bytes(std::to_string(o_.device_batch));
-  for (size_t r = 0; r < batches.size(); ++r) rank_batch_[r] = std::stoll(batches[r]);
+  for (size_t r = 0; r < batches.size(); ++r)
+    rank_batch_[r] = peer_int(*comm_, int(r), batches[r], "a device batch", 1, int64_t(1) << 30);
   logf("ring of %d ranks is up", o_.world());
 }
 
@@ -187,7 +193,8 @@ void Trainer::resume_or_init() {
     // Every rank must resume from the same step: the newest one all of them have.
     const auto all = comm_->all_gather_bytes(std::to_string(step));
     int64_t common = step;
-    for (const auto& s : all) common = std::min<int64_t>(common, std::stoll(s));
+    for (size_t r = 0; r < all.size(); ++r)
+      common = std::min(common, peer_int(*comm_, int(r), all[r], "a checkpoint step", -1, INT64_MAX));
     if (common != step) {
       const fs::path want = fs::path(rank_dir(o_.out_dir, o_.rank)) / step_dir_name(common);
       if (common >= 0 && fs::exists(want)) {
@@ -199,8 +206,8 @@ void Trainer::resume_or_init() {
       }
     }
     const auto agreed = comm_->all_gather_bytes(std::to_string(step));
-    for (const auto& s : agreed)
-      if (std::stoll(s) != step || step < 0)
+    for (size_t r = 0; r < agreed.size(); ++r)
+      if (peer_int(*comm_, int(r), agreed[r], "a checkpoint step", -1, INT64_MAX) != step || step < 0)
         throw UsageError("--resume: the ranks have no checkpoint step in common (this rank: " +
                          (step < 0 ? std::string("none") : std::to_string(step)) +
                          "); copy the checkpoint directories or start without --resume");
@@ -233,6 +240,7 @@ void Trainer::resume_or_init() {
 }
 
 void Trainer::save_checkpoint(const char* why) {
+  require_finite(model_->params(), step_);  // never a valid-looking checkpoint of NaN/Inf
   const double t0 = now_s();
   CheckpointWriter w(o_.out_dir, o_.rank, step_);
   save_weights(w.path("model.safetensors"), *model_);
@@ -286,8 +294,7 @@ bool Trainer::report_steps(Progress& progress, int64_t last_step) {
     const auto all = comm_->all_gather_bytes(
         std::string_view(reinterpret_cast<const char*>(pending_steps_.data()), n * sizeof(RankStep)));
     for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r].size() != n * sizeof(RankStep))
-        throw RuntimeError("rank " + std::to_string(r) + " reported a different number of steps (internal error)");
+      expect_part_size(*comm_, int(r), all[r], n * sizeof(RankStep), "a step report");
       ranks[r].resize(n);
       std::memcpy(ranks[r].data(), all[r].data(), all[r].size());
     }
@@ -339,9 +346,10 @@ void Trainer::evaluate_and_log() {
     double mine[4] = {s.nats_all, s.tokens, s.bpb.nats, s.bpb.bytes};
     const auto all = comm_->all_gather_bytes(std::string_view(reinterpret_cast<const char*>(mine), sizeof mine));
     s = EvalSums();
-    for (const auto& part : all) {
+    for (size_t r = 0; r < all.size(); ++r) {
+      expect_part_size(*comm_, int(r), all[r], sizeof mine, "evaluation sums");
       double v[4];
-      std::memcpy(v, part.data(), sizeof v);
+      std::memcpy(v, all[r].data(), sizeof v);
       s.nats_all += v[0];
       s.tokens += v[1];
       s.bpb.nats += v[2];
@@ -566,7 +574,7 @@ int Trainer::run() {
     const auto g = model::param_group(p.name);
     if (g == model::ParamGroup::wte || g == model::ParamGroup::value_embeds) {
       dense_end = std::min(dense_end, p.offset);
-      tables.push_back({p.grad, p.shape[1]});
+      tables.push_back({p.grad, p.shape[1], p.shape[0]});
     }
   }
   const double loss_scale_grad = double(B * T) / double(global_tokens_);

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "ringtrain/net/job_key.hpp"
+
 namespace nettest {
 namespace {
 
@@ -62,6 +64,12 @@ std::string scratch_dir() {
     return d.string();
   }();
   return dir;
+}
+
+std::string key_file(const std::string& name) {
+  const std::string path = scratch_dir() + "/" + name;
+  if (!std::filesystem::exists(path)) rt::net::write_new_job_key(path, false);
+  return path;
 }
 
 int port_base(int slot) { return 20000 + (getpid() % 490) * 20 + slot * 5; }

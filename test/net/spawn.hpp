@@ -23,6 +23,8 @@ std::string driver_path();
 std::string ringtrain_path();
 // A scratch directory unique to this test process.
 std::string scratch_dir();
+// A job key file in the scratch directory (made on first use): `ringtrain keygen` output.
+std::string key_file(const std::string& name = "job.key");
 // A block of loopback ports unlikely to clash with concurrent tests: derived from our pid.
 int port_base(int slot);
 std::string loopback_peers(int world, int first_port);

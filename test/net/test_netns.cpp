@@ -1,6 +1,7 @@
 // Two simulated hosts (network namespaces on a bridge, tools/netns/hosts.sh) whose
-// firewalls drop everything but TCP 29500-29510: the collectives complete, and `ss` shows
-// no listening TCP socket other than the listed ports. Needs root; skipped otherwise.
+// firewalls drop everything but TCP 29500-29510: the collectives complete (encrypted, with
+// the job key), and `ss` shows no listening TCP socket other than the listed ports. Without
+// a key, ranks on two hosts refuse to start. Needs root; skipped otherwise.
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -26,11 +27,12 @@ BOOST_AUTO_TEST_CASE(allreduce_passes_a_firewall_that_opens_only_the_listed_rang
   std::vector<Proc> procs;
   for (int r = 0; r < 2; ++r)
     procs.push_back(spawn({"ip", "netns", "exec", hosts.ns(r), driver_path(), "--rank", std::to_string(r), "--peers", peers,
-                           "--scenario", "exact_then_serve", "--big-floats", "1000000", "--connect-timeout", "30"},
+                           "--scenario", "exact_then_serve", "--big-floats", "1000000", "--connect-timeout", "30",
+                           "--key", key_file()},
                           "netns"));
   // Wait until both ranks finished the exact checks and are serving.
   bool serving = false;
-  for (int k = 0; k < 1200 && !serving; ++k) {
+  for (int k = 0; k < 1200 && !serving && alive(procs[0].pid) && alive(procs[1].pid); ++k) {
     serving = procs[0].out().find("serving") != std::string::npos && procs[1].out().find("serving") != std::string::npos;
     if (!serving) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -55,7 +57,7 @@ BOOST_AUTO_TEST_CASE(allreduce_passes_a_firewall_that_opens_only_the_listed_rang
   for (int r = 0; r < 2; ++r) {
     std::string reply;
     run_shell("ip netns exec " + hosts.ns(r) + " " + driver_path() + " --request 10.99.0." + std::to_string(r + 1) + ":" +
-                  std::to_string(29500 + r) + " quit",
+                  std::to_string(29500 + r) + " quit " + key_file(),
               &reply);
     BOOST_TEST(reply.find("got 'quit'") != std::string::npos);
   }
@@ -63,6 +65,37 @@ BOOST_AUTO_TEST_CASE(allreduce_passes_a_firewall_that_opens_only_the_listed_rang
   for (auto& p : procs) {
     BOOST_TEST_INFO(p.err());
     BOOST_TEST(p.exit_code == 0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ranks_on_two_hosts_need_a_key_or_insecure) {
+  if (geteuid() != 0) {
+    BOOST_TEST_MESSAGE("skipped: network namespaces need root (CI runs as root)");
+    return;
+  }
+  NetnsHosts hosts(2, "k", "--firewall 29500-29510");
+  const std::string peers = "10.99.0.1:29500,10.99.0.2:29501";
+  auto start = [&](const std::vector<std::string>& extra) {
+    std::vector<Proc> procs;
+    for (int r = 0; r < 2; ++r) {
+      std::vector<std::string> argv{"ip", "netns", "exec", hosts.ns(r), driver_path(), "--rank", std::to_string(r), "--peers",
+                                    peers, "--scenario", "hello", "--connect-timeout", "30"};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      procs.push_back(spawn(argv, "netns-key"));
+    }
+    wait_all(procs, 60);
+    return procs;
+  };
+  for (auto& p : start({})) {
+    BOOST_TEST_INFO(p.err());
+    BOOST_TEST(p.exit_code == 2);
+    BOOST_TEST(p.err().find("ringtrain keygen --out job.key") != std::string::npos);
+    BOOST_TEST(p.seconds < 10);
+  }
+  for (auto& p : start({"--insecure", "1"})) {
+    BOOST_TEST_INFO(p.err());
+    BOOST_TEST(p.exit_code == 0);
+    BOOST_TEST(p.err().find("WARNING: --insecure") != std::string::npos);
   }
 }
 

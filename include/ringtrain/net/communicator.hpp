@@ -16,11 +16,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/net/job_key.hpp"
 #include "ringtrain/net/peers.hpp"
 
 namespace rt::net {
@@ -34,7 +36,8 @@ const char* wire_name(Wire w);
 // "f32" or "bf16"; throws rt::UsageError otherwise.
 Wire parse_wire(const std::string& text);
 
-// A peer died, went silent, or left the job; the message names its rank and address.
+// A peer died, went silent, left the job, broke the protocol, or its connection failed an
+// integrity check; the message names its rank and address.
 struct PeerLost : RuntimeError {
   using RuntimeError::RuntimeError;
 };
@@ -47,6 +50,10 @@ struct Aborted : RuntimeError {
 // reply text out. Runs on the communicator's threads, so it must be fast and thread-safe.
 using ServiceHandler = std::function<std::string(const std::string& request)>;
 
+// Default of --stall-timeout (train, bench allreduce): a collective that makes no progress
+// at all for this long fails, even while the peer's heartbeats still arrive.
+inline constexpr double kDefaultStallTimeoutS = 300;
+
 struct CommOptions {
   int rank = 0;
   std::vector<PeerAddress> peers;  // every rank's address, in rank order
@@ -58,11 +65,19 @@ struct CommOptions {
   double peer_timeout_s = 15;      // silence after which a peer counts as lost (<= 30 s)
   // No progress at all in one collective for this long is an error (a live rank that
   // never calls the collective). 0 disables it.
-  double stall_timeout_s = 900;
+  double stall_timeout_s = kDefaultStallTimeoutS;
   // Pipeline unit of the ring, in float32 bytes. Small enough that the pipeline fills and
   // drains quickly (a 1 Gbit/s link sends 256 KiB in 2 ms), large enough for loopback.
   size_t chunk_bytes = 256 << 10;
   ServiceHandler service_handler;  // optional, may also be set later
+  // The job key (job_key.hpp). With it only its holders can connect, and every byte between
+  // ranks is encrypted and authenticated. Without it the ranks talk in plaintext, which is
+  // allowed only when every peer is on loopback, or with `insecure` (logs a warning).
+  std::optional<JobKey> key;
+  bool insecure = false;
+  // Where the communicator reports refused connections, ignored handshakes and the
+  // --insecure warning (one line each, no newline). Default: stderr.
+  std::function<void(const std::string& line)> log;
 };
 
 // The contiguous part of an n-element buffer that `rank` owns after reduce_scatter.
@@ -115,7 +130,9 @@ class Communicator {
 };
 
 // Client side of service requests: connects to a rank's listed port, sends `text`, returns
-// the reply. Throws rt::RuntimeError naming the address when nobody answers in time.
-std::string request(const std::string& host_port, const std::string& text, double timeout_s = 5);
+// the reply. With the job's key when the job has one. Throws rt::RuntimeError naming the
+// address when the job refuses the key (or the lack of one), or nobody answers in time.
+std::string request(const std::string& host_port, const std::string& text, double timeout_s = 5,
+                    const std::optional<JobKey>& key = std::nullopt);
 
 }  // namespace rt::net

@@ -34,8 +34,10 @@ class GradSync {
   struct Table {
     float* grad;
     int64_t width;
+    int64_t rows;  // every id must be below it (ids come from other ranks: checked)
   };
-  // All-reduces (sum), in every table, the union over ranks of the rows in `my_ids`.
+  // All-reduces (sum), in every table, the union over ranks of the rows in `my_ids`. An id
+  // outside the tables from another rank stops the job (PeerLost naming that rank).
   void sync_rows(const std::vector<Table>& tables, const std::vector<int32_t>& my_ids);
 
   uint64_t elements_synced() const { return elements_; }

@@ -225,7 +225,7 @@ void Gatekeeper::on_link_event(Watch& w, uint16_t event, uint32_t value) {
     e.kind = LinkEvent::Kind::Down;
   } else {
     e.kind = w.up ? LinkEvent::Kind::Broken : LinkEvent::Kind::HandshakeFailed;
-    e.why = w.up ? "a message failed its integrity check (" + handshake_failure_text(event, value) + ")"
+    e.why = w.up ? "a message failed its integrity check (bytes altered on the way, or corrupted)"
                  : handshake_failure_text(event, value);
   }
   if (on_link_) on_link_(e);

@@ -303,9 +303,9 @@ void Transport::on_link(const LinkEvent& e) {
 std::string Transport::link_problem(int p) {
   std::lock_guard lk(link_mu_);
   if (link_problem_[p].empty()) return "";
-  return "; the process at that address failed the security handshake (" + link_problem_[p] +
-         (opt_.key ? "): it does not hold this job's key, or it is not this job's rank"
-                   : "): it may run with --key while this rank runs without");
+  return std::string("; the process at that address failed the security handshake, ") +
+         (opt_.key ? "so it does not hold this job's key (" : "perhaps because it runs with --key and this rank does not (") +
+         link_problem_[p] + ")";
 }
 
 void Transport::send_control(int to, MsgKind kind, const std::string& text) {
@@ -437,7 +437,7 @@ void Transport::handle_hello(const std::string& identity, const std::string& tex
   }
   if (r >= 0 && r < world()) answered_[r] = true;
   if (!reason.empty()) {
-    opt_.log("refused a handshake from " + from + ": " + logged + "; the job goes on");
+    opt_.log("refused a handshake from " + from + " (claiming rank " + std::to_string(r) + "): " + logged + "; the job goes on");
     // Our hello as we send it anyway: whole only to holders of the key, else a fingerprint.
     reply(identity, MsgKind::HelloOk, encode_refusal(reason, hello_text_));
     return;
@@ -523,7 +523,7 @@ void Transport::housekeeping(bool in_collective) {
     // Its connection closed and no goodbye came (which would have arrived first): what it
     // sent last is gone with the connection.
     if (down != Clock::time_point{} && now - down > std::chrono::seconds(2))
-      record_failure(FailKind::PeerLost, "lost " + describe(p) + ": its connection closed (process died or was stopped)");
+      record_failure(FailKind::PeerLost, "lost " + describe(p) + ": its connection closed (process died or was stopped, or it sent more than any message may hold)");
     if (now - last_seen_[p] > timeout)
       record_failure(FailKind::PeerLost, "lost " + describe(p) + ": nothing heard from it for " +
                                              fmt_seconds(seconds(now - last_seen_[p])) +

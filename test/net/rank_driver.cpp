@@ -267,6 +267,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
+    std::printf("peak RSS %ld MB\n", peak_rss_mb());
     return 1;
   }
 }

@@ -3,13 +3,15 @@
 # by the PyTorch DDP + Gloo baseline, on simulated hosts: network namespaces on a bridge,
 # every link shaped to 1 Gbit/s, each rank pinned to its own core with one thread.
 #
-#   sudo tools/bench_scaling.sh [--steps 16] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR]
+#   sudo tools/bench_scaling.sh [--steps 16] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR] [--key FILE|new]
 #
 # Runs, one after another. Throughput is tokens / time over all the steps after the warm-up
 # (not a median: with --sync avg the averaging steps are the slow ones and must count), so
 # --steps should be a multiple of --sync-every (8).
 #   ringtrain, 1 rank                      (the baseline: one host, one core)
 #   ringtrain, 2 ranks, --sync grad        (firewall: policy drop, only TCP 29500-29510 open)
+#   ringtrain, 2 ranks, --sync grad with --key (CurveZMQ: encrypted, authenticated), with --key
+#     only, right after the plaintext one; plaintext runs between the hosts use --insecure
 #   ringtrain, 2 ranks, --sync avg --sync-every 8                      (same firewall)
 #   ringtrain, 2 ranks, --sync avg --sync-every 8 --sync-overlap       (same firewall)
 #   PyTorch DDP + Gloo, 2 ranks            (same firewall: it cannot connect; killed after --gloo-timeout)
@@ -19,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-steps=16 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60
+steps=16 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60 key=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
@@ -28,6 +30,7 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --gloo-timeout) gloo_timeout=$2; shift 2 ;;
+    --key) key=$2; shift 2 ;;
     *) echo "bench_scaling: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -42,6 +45,10 @@ if [ -z "$data" ]; then
   [ -f "$data/meta.json" ] || "$bin" data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out "$data" --vocab 32768 --threads 2 --quiet
 fi
 data=$(cd "$data" && pwd)
+if [ "$key" = new ]; then
+  key=$work/job.key
+  "$bin" keygen --out "$key" >/dev/null || exit 1
+fi
 hosts up "$prefix" 2 --rate "$rate" --firewall 29500-29510
 a0=$(hosts addr 0) a1=$(hosts addr 1)
 in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"; }
@@ -104,9 +111,10 @@ run_torch() {  # name, world, seconds before the run is killed
 
 echo "bench_scaling: d$depth, batch 2 x 1024 per rank, 1 thread per rank, $rate links; work dir $work" >&2
 rt1=$(run_rt rt-1rank 1)
-rtg=$(run_rt rt-grad 2 --sync grad)
-rta=$(run_rt rt-avg8 2 --sync avg --sync-every 8)
-rto=$(run_rt rt-avg8-overlap 2 --sync avg --sync-every 8 --sync-overlap)
+rtg=$(run_rt rt-grad 2 --sync grad --insecure)
+[ -n "$key" ] && rtc=$(run_rt rt-grad-curve 2 --sync grad --key "$key")
+rta=$(run_rt rt-avg8 2 --sync avg --sync-every 8 --insecure)
+rto=$(run_rt rt-avg8-overlap 2 --sync avg --sync-every 8 --sync-overlap --insecure)
 pt_fw=$(run_torch pt-ddp-firewall 2 "$gloo_timeout")
 [[ "$pt_fw" == fails* || "$pt_fw" == "-" ]] && pt_fw="cannot start: blocked by the firewall (killed after ${gloo_timeout}s)"
 hosts firewall "$prefix" 2 off
@@ -117,6 +125,8 @@ ratio() { "$py" -c "import sys; a=sys.argv[1].split()[0]; b=sys.argv[2].split()[
 printf '\n| run | firewall (29500-29510 only) | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank |\n|---|---|---|---|---|\n'
 printf '| ringtrain, 1 rank | - | %s | - | 1.00x |\n' "${rt1% *}"
 printf '| ringtrain, 2 ranks, --sync grad | on | %s | %s | %s |\n' "${rtg% *}" "${rtg#* }" "$(ratio "$rtg" "$rt1")"
+[ -n "$key" ] && printf '| ringtrain, 2 ranks, --sync grad, --key (CURVE) | on | %s | %s | %s (%s of plaintext) |\n' \
+  "${rtc% *}" "${rtc#* }" "$(ratio "$rtc" "$rt1")" "$(ratio "$rtc" "$rtg")"
 printf '| ringtrain, 2 ranks, --sync avg --sync-every 8 | on | %s | %s | %s |\n' "${rta% *}" "${rta#* }" "$(ratio "$rta" "$rt1")"
 printf '| ringtrain, 2 ranks, --sync avg --sync-every 8 --sync-overlap | on | %s | %s | %s |\n' "${rto% *}" "${rto#* }" "$(ratio "$rto" "$rt1")"
 printf '| PyTorch DDP + Gloo, 2 ranks | on | %s | - | - |\n' "$pt_fw"

@@ -59,8 +59,9 @@ void run_stream(Transport& t, uint64_t seq, const Stream& s) {
     }
     Header h;
     zmq::message_t payload;
-    if (received < s.recv_items && t.try_recv(s.from, h, payload)) {
-      if (h.seq < seq) continue;  // late message of an earlier collective: never current data
+    // A late message of an earlier collective is never current data: dropped, and no
+    // progress (so that a peer sending only those still meets the stall timeout).
+    if (received < s.recv_items && t.try_recv(s.from, h, payload) && h.seq >= seq) {
       const bool same = h.seq == seq && h.collective == out.collective && h.count == s.count && h.wire == wire &&
                         h.root == out.root && h.sender == s.from;
       if (!same)
@@ -87,7 +88,7 @@ void run_stream(Transport& t, uint64_t seq, const Stream& s) {
         t.fail(std::string(collective_name(s.kind)) + " #" + std::to_string(seq) + " made no progress for " +
                    std::to_string(static_cast<int>(t.options().stall_timeout_s)) + " s waiting for " +
                    t.describe(s.from) + ", which is alive but did not send; every rank must call the same collectives",
-               false);
+               true);
       // A full send queue frees up without notice (a ROUTER's POLLOUT is not per peer), so
       // nap briefly then; otherwise sleep until data or control traffic arrives.
       t.wait(s.from, received < s.recv_items, blocked ? 1 : 100);

@@ -597,7 +597,7 @@ bool Transport::try_send(int to, const Header& h, zmq::message_t& payload) {
 }
 
 bool Transport::try_recv(int from, Header& h, zmq::message_t& payload) {
-  while (true) {
+  for (int skipped = 0; skipped < 256; ++skipped) {  // bounded: a stream of junk cannot hold us here
     zmq::message_t head, body;
     if (zmq_msg_recv(head.handle(), dealers_[from].handle(), ZMQ_DONTWAIT) < 0) return false;
     last_seen_[from] = Clock::now();
@@ -613,6 +613,7 @@ bool Transport::try_recv(int from, Header& h, zmq::message_t& payload) {
     }
     // A late handshake reply or a stray message: not data, skip it.
   }
+  return false;
 }
 
 void Transport::poll_for(zmq::socket_t* dealer, int timeout_ms) {

@@ -72,7 +72,8 @@ class Transport {
   // Sends header + payload to rank `to`. False when its queue is full (try again later);
   // the payload is consumed only on success. Throws PeerLost if `to` is gone.
   bool try_send(int to, const Header& h, zmq::message_t& payload);
-  // Takes the next message rank `from` sent us, if there is one.
+  // Takes the next data message rank `from` sent us, if there is one (other messages are
+  // dropped, a bounded number per call).
   bool try_recv(int from, Header& h, zmq::message_t& payload);
   // Sleeps until data from `from` arrives (when want_recv), control traffic arrives, or
   // timeout_ms passes; then does tick(). Throws on failure or abort.

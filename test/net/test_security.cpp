@@ -109,7 +109,7 @@ BOOST_AUTO_TEST_CASE(impostor_on_a_listed_port_gets_nothing) {
 // refused and logged with its address; the job goes on.
 BOOST_AUTO_TEST_CASE(a_client_with_another_key_is_refused_and_the_job_goes_on) {
   const int base = port_base(2);
-  auto job = spawn_ranks(2, loopback_peers(2, base), "soak", {"--key", key_file(), "--seconds", "4", "--big-floats", "100000"},
+  auto job = spawn_ranks(2, loopback_peers(2, base), "soak", {"--key", key_file(), "--seconds", "10", "--big-floats", "100000"},
                          "otherkey");
   BOOST_REQUIRE(wait_for_output(job, "soaking", 30));
   zmq::context_t ctx(1);
@@ -124,6 +124,20 @@ BOOST_AUTO_TEST_CASE(a_client_with_another_key_is_refused_and_the_job_goes_on) {
   std::string out;
   BOOST_TEST(run_shell(ringtrain_path() + " status 127.0.0.1:" + std::to_string(base) + " --key " + key_file("other.key"), &out) == 1);
   BOOST_TEST(contains(out, "refused this key"), out);
+  // A client that knows the job's public key (say it leaked) but not its secret: the
+  // handshake completes up to the authenticator, which refuses it.
+  char pub[41], sec[41];
+  BOOST_REQUIRE(zmq_curve_keypair(pub, sec) == 0);
+  zmq::socket_t z(ctx, zmq::socket_type::dealer);
+  z.set(zmq::sockopt::linger, 0);
+  z.set(zmq::sockopt::rcvtimeo, 2000);
+  const rt::net::JobKey job_key = rt::net::load_job_key(key_file());
+  z.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(job_key.public_key.data(), 32));
+  z.set(zmq::sockopt::curve_publickey, std::string(pub));
+  z.set(zmq::sockopt::curve_secretkey, std::string(sec));
+  z.connect("tcp://127.0.0.1:" + std::to_string(base + 1));
+  send_hello(z, rt::net::encode_hello({"test-job", 2, 0, "depth=4\n", ""}));
+  BOOST_TEST(!z.recv(m));
   wait_all(job, 60);
   for (auto& p : job) {
     BOOST_TEST_INFO(p.err());
@@ -131,6 +145,7 @@ BOOST_AUTO_TEST_CASE(a_client_with_another_key_is_refused_and_the_job_goes_on) {
     BOOST_TEST(contains(p.out(), "soak ok"));
   }
   BOOST_TEST(contains(job[0].err(), "refused a connection from 127.0.0.1:"), job[0].err());
+  BOOST_TEST(contains(job[1].err(), "refused a connection from 127.0.0.1: it presented a key other than this job's"), job[1].err());
 }
 
 // Without a key (loopback), a stray hello and a garbage one arrive before rank 1 starts:

@@ -80,6 +80,14 @@ std::string loopback_peers(int world, int first_port) {
   return s;
 }
 
+rt::net::CommOptions loopback_options(int world, int rank, int first_port) {
+  rt::net::CommOptions o;
+  o.rank = rank;
+  o.peers = rt::net::parse_peers(loopback_peers(world, first_port));
+  o.connect_timeout_s = 30;
+  return o;
+}
+
 Proc spawn(const std::vector<std::string>& argv, const std::string& tag) {
   static int counter = 0;
   Proc p;
@@ -142,6 +150,19 @@ void wait_all(std::vector<Proc>& procs, double deadline_s) {
 }
 
 bool alive(pid_t pid) { return kill(pid, 0) == 0; }
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+bool wait_for_output(const std::vector<Proc>& procs, const std::string& marker, double deadline_s) {
+  auto deadline = Clock::now() + std::chrono::duration<double>(deadline_s);
+  while (Clock::now() < deadline) {
+    bool all = true;
+    for (const auto& p : procs) all = all && contains(p.out(), marker);
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
 
 int run_shell(const std::string& cmd, std::string* output) {
   std::string full = cmd + " 2>&1";

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/net/communicator.hpp"
+
 namespace nettest {
 
 struct Proc {
@@ -28,6 +30,8 @@ std::string key_file(const std::string& name = "job.key");
 // A block of loopback ports unlikely to clash with concurrent tests: derived from our pid.
 int port_base(int slot);
 std::string loopback_peers(int world, int first_port);
+// Options of rank `rank` of an in-process job on loopback ports from `first_port`.
+rt::net::CommOptions loopback_options(int world, int rank, int first_port);
 
 Proc spawn(const std::vector<std::string>& argv, const std::string& tag);
 // Starts `world` rank drivers with the given scenario and extra options.
@@ -39,5 +43,8 @@ void wait_one(Proc& p, double deadline_s);
 bool alive(pid_t pid);
 // Runs a shell command, returns its exit code and output (stdout+stderr).
 int run_shell(const std::string& cmd, std::string* output = nullptr);
+bool contains(const std::string& s, const std::string& part);
+// Waits until every process printed `marker` on stdout (or the deadline); true if they did.
+bool wait_for_output(const std::vector<Proc>& procs, const std::string& marker, double deadline_s);
 
 }  // namespace nettest

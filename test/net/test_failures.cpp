@@ -12,24 +12,6 @@
 
 using namespace nettest;
 
-namespace {
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// Waits until every process printed `marker` on stdout (or one exited, or the deadline).
-bool wait_for_output(const std::vector<Proc>& procs, const std::string& marker, double deadline_s) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(deadline_s);
-  while (std::chrono::steady_clock::now() < deadline) {
-    bool all = true;
-    for (const auto& p : procs) all = all && contains(p.out(), marker);
-    if (all) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_SUITE(handshake)
 
 // With a key, each rank names the first differing flag and both values, from its side.

@@ -26,8 +26,6 @@ using namespace nettest;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 std::string hostile_path() { return (std::filesystem::path(driver_path()).parent_path() / "hostile_peer").string(); }
 
 // The victim's memory must stay near what its own buffers need: an unbounded queue or a

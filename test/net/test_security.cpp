@@ -22,19 +22,6 @@ using namespace nettest;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-bool wait_for_output(const std::vector<Proc>& procs, const std::string& marker, double deadline_s) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(deadline_s);
-  while (std::chrono::steady_clock::now() < deadline) {
-    bool all = true;
-    for (const auto& p : procs) all = all && contains(p.out(), marker);
-    if (all) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 void set_curve_client(zmq::socket_t& s, const rt::net::JobKey& k) {
   s.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(k.public_key.data(), 32));
   s.set(zmq::sockopt::curve_publickey, zmq::const_buffer(k.public_key.data(), 32));
@@ -203,10 +190,7 @@ BOOST_AUTO_TEST_CASE(stall_timeout_fails_a_collective_while_heartbeats_arrive) {
 // with another key) are refused within 10 s; the ranks log the address and go on; with the
 // key, stop works.
 BOOST_AUTO_TEST_CASE(status_and_stop_without_the_key_from_a_third_host) {
-  if (geteuid() != 0) {
-    BOOST_TEST_MESSAGE("skipped: network namespaces need root (CI runs as root)");
-    return;
-  }
+  if (namespaces_unavailable()) return;
   NetnsHosts hosts(3, "s", "--firewall 29500-29510");
   const std::string peers = "10.99.0.1:29500,10.99.0.2:29501";
   std::vector<Proc> ranks;

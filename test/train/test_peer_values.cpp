@@ -23,10 +23,7 @@ std::vector<std::string> on_two_ranks(int slot, const std::function<void(int, rt
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       try {
-        rt::net::CommOptions o;
-        o.rank = r;
-        o.peers = rt::net::parse_peers(nettest::loopback_peers(2, nettest::port_base(slot)));
-        o.connect_timeout_s = 30;
+        rt::net::CommOptions o = nettest::loopback_options(2, r, nettest::port_base(slot));
         o.key = key;
         rt::net::Communicator comm(o);
         body(r, comm);

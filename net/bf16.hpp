@@ -25,9 +25,11 @@ inline float bf16_to_f32(uint16_t b) {
 inline float round_to_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
 void encode_bf16(const float* src, uint16_t* dst, size_t n);
-void add_bf16(float* acc, const uint16_t* src, size_t n);     // acc += decode(src)
-void decode_bf16(const uint16_t* src, float* dst, size_t n);
+// `src` of these three is received bytes, at any alignment: ZeroMQ hands out a frame's
+// payload wherever it lies in its receive buffer (or, with CURVE, in the decrypted box).
+void add_bf16(float* acc, const void* src, size_t n);  // acc += decode(src)
+void decode_bf16(const void* src, float* dst, size_t n);
+void add_f32(float* acc, const void* src, size_t n);
 void round_bf16_inplace(float* data, size_t n);
-void add_f32(float* acc, const float* src, size_t n);
 
 }  // namespace rt::net

@@ -77,7 +77,7 @@ uint64_t chain_broadcast(Transport& t, uint64_t seq, float* data, size_t n, int 
   s.expected_bytes = [&](size_t i) { return chunk(i).size() * elem_bytes; };
   s.absorb = [&](size_t i, const void* payload, size_t) {
     ShardRange c = chunk(i);
-    if (bf16) decode_bf16(static_cast<const uint16_t*>(payload), data + c.begin, c.size());
+    if (bf16) decode_bf16(payload, data + c.begin, c.size());
     else if (c.size()) std::memcpy(data + c.begin, payload, c.size() * 4);
   };
   const uint64_t sent = run_stream(t, seq, s);

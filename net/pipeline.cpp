@@ -63,21 +63,22 @@ uint64_t run_stream(Transport& t, uint64_t seq, const Stream& s) {
     }
     Header h;
     zmq::message_t payload;
-    if (received < s.recv_items && t.try_recv(s.from, h, payload)) {
-      if (h.seq < seq) continue;  // late message of an earlier collective: never current data
+    // A late message of an earlier collective is never current data: dropped, and no
+    // progress (so that a peer sending only those still meets the stall timeout).
+    if (received < s.recv_items && t.try_recv(s.from, h, payload) && h.seq >= seq) {
       const bool same = h.seq == seq && h.collective == out.collective && h.count == s.count && h.wire == wire &&
                         h.root == out.root && h.sender == s.from;
       if (!same)
         t.fail(t.describe(s.from) + " sent " + describe_call(CollectiveKind(h.collective), h.seq, h.count, h.wire) +
                    " while this rank runs " + describe_call(s.kind, seq, s.count, wire) +
                    "; every rank must call the same collectives in the same order",
-               false);
+               true);
       const size_t want = s.expected_bytes(received);
       if (h.item != received || (want != SIZE_MAX && payload.size() != want))
         t.fail("protocol error: " + t.describe(s.from) + " sent chunk " + std::to_string(h.item) + " of " +
                    std::to_string(payload.size()) + " bytes where chunk " + std::to_string(received) +
                    " was due; use the same ringtrain build and --chunk-bytes on every rank",
-               false);
+               true);
       s.absorb(received, payload.data(), payload.size());
       ++received;
       progress = true;
@@ -91,7 +92,7 @@ uint64_t run_stream(Transport& t, uint64_t seq, const Stream& s) {
         t.fail(std::string(collective_name(s.kind)) + " #" + std::to_string(seq) + " made no progress for " +
                    std::to_string(static_cast<int>(t.options().stall_timeout_s)) + " s waiting for " +
                    t.describe(s.from) + ", which is alive but did not send; every rank must call the same collectives",
-               false);
+               true);
       // A full send queue frees up without notice (a ROUTER's POLLOUT is not per peer), so
       // nap briefly then; otherwise sleep until data or control traffic arrives.
       t.wait(s.from, received < s.recv_items, blocked ? 1 : 100);

@@ -105,15 +105,15 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
     float* dst = data + c.begin;
     in_flight.wait_region(static_cast<size_t>(segment) * C + i % C);
     if (g < N - 1) {  // reduce-scatter: add the partial sum of the ranks before us
-      if (bf16) add_bf16(dst, static_cast<const uint16_t*>(payload), c.size());
-      else add_f32(dst, static_cast<const float*>(payload), c.size());
+      if (bf16) add_bf16(dst, payload, c.size());
+      else add_f32(dst, payload, c.size());
       if (g == N - 2) {  // this chunk of our own segment is now complete
         if (op == ReduceOp::Avg)
           for (size_t k = 0; k < c.size(); ++k) dst[k] /= static_cast<float>(N);
         if (bf16 && phases == RingPhases::Both) round_bf16_inplace(dst, c.size());
       }
     } else {  // all-gather: store the finished chunk
-      if (bf16) decode_bf16(static_cast<const uint16_t*>(payload), dst, c.size());
+      if (bf16) decode_bf16(payload, dst, c.size());
       else if (c.size()) std::memcpy(dst, payload, c.size() * 4);
     }
   };

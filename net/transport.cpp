@@ -30,7 +30,6 @@ int io_threads() {
   const char* e = std::getenv("RINGTRAIN_NET_IO_THREADS");
   return e ? std::atoi(e) : 2;
 }
-constexpr int64_t kMaxControlBytes = 1 << 20;
 
 // libzmq allocates every received chunk on its I/O thread and we free it on ours. With
 // glibc's defaults (256 KiB chunks are above the 128 KiB mmap threshold, and the I/O
@@ -76,6 +75,13 @@ void set_common_options(zmq::socket_t& s) {
   s.set(zmq::sockopt::ipv6, 1);
 }
 
+// A numeric host (as numeric_host returns it) on the loopback network.
+bool is_loopback(const std::string& numeric) {
+  return numeric.rfind("127.", 0) == 0 || numeric == "[::1]" || numeric.rfind("[::ffff:127.", 0) == 0;
+}
+
+void default_log(const std::string& line) { std::fprintf(stderr, "ringtrain: %s\n", line.c_str()); }
+
 bool send_frame(zmq::socket_t& s, const void* data, size_t size, int flags) {
   zmq::message_t m(data, size);
   return zmq_msg_send(m.handle(), s.handle(), flags) >= 0;
@@ -91,11 +97,19 @@ Transport::Transport(CommOptions options) : opt_(std::move(options)), ctx_(io_th
                      " ranks; use a rank from 0 to " + std::to_string(n - 1));
   if (opt_.peer_timeout_s <= 0 || opt_.connect_timeout_s <= 0)
     throw UsageError("connect and peer timeouts must be positive");
+  if (opt_.stall_timeout_s < 0) throw UsageError("--stall-timeout must be 0 (off) or a number of seconds");
   if (opt_.chunk_bytes < 4) throw UsageError("chunk bytes must be at least 4");
+  if (!opt_.log) opt_.log = default_log;
   job_hash_ = fnv1a(opt_.job_id);
   keep_chunk_memory(opt_.chunk_bytes);
   handler_ = opt_.service_handler;
-  hello_text_ = encode_hello({opt_.job_id, n, opt_.rank, opt_.config_text});
+  // Without a key anyone may be listening: send only a fingerprint of job id and config.
+  const Hello full{opt_.job_id, n, opt_.rank, opt_.config_text, ""};
+  wire_hello_ = opt_.key ? full : fingerprint_form(full);
+  hello_text_ = encode_hello(wire_hello_);
+  if (hello_text_.size() > kMaxControlBytes)
+    throw UsageError("the job id and config are " + std::to_string(hello_text_.size()) + " bytes; at most " +
+                     std::to_string(kMaxControlBytes) + " fit in a handshake");
   heartbeat_every_ = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(std::clamp(opt_.peer_timeout_s / 6, 0.02, 1.0)));
   identity_of_rank_.resize(n);
@@ -103,11 +117,17 @@ Transport::Transport(CommOptions options) : opt_(std::move(options)), ctx_(io_th
   departed_at_.assign(n, Clock::time_point{});
   heard_.assign(n, false);
   acked_.assign(n, false);
-  heard_[opt_.rank] = acked_[opt_.rank] = true;
+  answered_.assign(n, false);
+  heard_[opt_.rank] = acked_[opt_.rank] = answered_[opt_.rank] = true;
+  link_problem_.assign(n, "");
+  link_down_at_.assign(n, Clock::time_point{});
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw RuntimeError("eventfd failed; cannot create the communicator");
 
   try {
+    check_security_policy();
+    create_sockets();
+    gate_->start([this](const LinkEvent& e) { on_link(e); });
     bind_router();
     connect_dealers();
     handshake();
@@ -129,6 +149,9 @@ Transport::~Transport() {
 }
 
 void Transport::close_sockets(bool clean) {
+  // The gatekeeper's thread stops first: a connection attempt from now on waits for an
+  // authenticator that no longer answers (and times out) instead of being let in.
+  if (gate_) gate_->stop();
   if (!dealers_.empty()) {
     for (int p = 0; p < static_cast<int>(dealers_.size()); ++p) {
       if (p == rank() || !dealers_[p]) continue;
@@ -146,6 +169,7 @@ void Transport::close_sockets(bool clean) {
   for (auto& d : dealers_)
     if (d) d.close();
   if (router_) router_.close();
+  gate_.reset();  // its sockets belong to the context too
   ctx_.close();
   if (wake_fd_ >= 0) close(wake_fd_);
   wake_fd_ = -1;
@@ -155,12 +179,75 @@ std::string Transport::describe(int r) const {
   return "rank " + std::to_string(r) + " (" + opt_.peers[r].text() + ")";
 }
 
-void Transport::bind_router() {
+void Transport::check_security_policy() {
+  if (opt_.key) return;
+  std::string remote;
+  for (const auto& p : opt_.peers)
+    if (!is_loopback(numeric_host(p.host))) {
+      remote = p.text();
+      break;
+    }
+  if (remote.empty()) return;  // only processes on this host can reach loopback ports
+  if (!opt_.insecure)
+    throw UsageError("--peers lists " + remote +
+                     ", which is not on loopback, and no --key was given: anyone who reaches the ports could join, read "
+                     "or stop the job; make a key with 'ringtrain keygen --out job.key', copy it to every host and pass "
+                     "--key job.key on every rank (or --insecure to run unprotected)");
+  opt_.log("WARNING: --insecure: ranks talk in plaintext without authentication; anyone who can reach the ports in --peers "
+           "can join, read, alter or stop this job; use --key instead");
+}
+
+void Transport::create_sockets() {
+  gate_ = std::make_unique<Gatekeeper>(ctx_, opt_.key, opt_.log);
+  const bool pin = io_threads() >= 2;
+  // What a dealer may receive: a data chunk (no collective sends a larger message; bf16
+  // chunks are half as large) or a handshake answer.
+  const size_t chunk = std::max<size_t>(4, opt_.chunk_bytes / 4 * 4);
+  const int64_t max_in = static_cast<int64_t>(std::max(chunk, kMaxControlBytes) + kFrameOverheadBytes);
+
   router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
   set_common_options(router_);
   router_.set(zmq::sockopt::router_mandatory, 1);  // a full or missing peer is an error, not a silent drop
   router_.set(zmq::sockopt::sndhwm, data_high_water_mark());
-  router_.set(zmq::sockopt::maxmsgsize, kMaxControlBytes);
+  // The router receives only control traffic and service requests, from anyone who passes
+  // the security handshake: small frames, short queues, and a handshake deadline.
+  router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxControlBytes + kFrameOverheadBytes));
+  router_.set(zmq::sockopt::rcvhwm, 64);
+  router_.set(zmq::sockopt::handshake_ivl, 10000);
+  if (pin) router_.set(zmq::sockopt::affinity, uint64_t{1});  // I/O thread 0: everything we send
+  if (opt_.key) {
+    router_.set(zmq::sockopt::curve_server, true);
+    router_.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(opt_.key->secret_key.data(), 32));
+  }
+  gate_->watch_listener(router_);
+
+  std::random_device rd;
+  const std::string identity =
+      "rank" + std::to_string(rank()) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  dealers_.resize(world());
+  for (int p = 0; p < world(); ++p) {
+    if (p == rank()) continue;
+    auto& d = dealers_[p];
+    d = zmq::socket_t(ctx_, zmq::socket_type::dealer);
+    set_common_options(d);
+    d.set(zmq::sockopt::routing_id, identity);
+    d.set(zmq::sockopt::rcvhwm, data_high_water_mark());
+    d.set(zmq::sockopt::sndhwm, 64);
+    d.set(zmq::sockopt::maxmsgsize, max_in);
+    d.set(zmq::sockopt::reconnect_ivl, 100);
+    d.set(zmq::sockopt::reconnect_ivl_max, 1000);
+    if (pin) d.set(zmq::sockopt::affinity, uint64_t{2});  // I/O thread 1: everything we receive
+    if (opt_.key) {
+      // Every rank has the same keypair: the server must hold it too, or no connection.
+      d.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(opt_.key->public_key.data(), 32));
+      d.set(zmq::sockopt::curve_publickey, zmq::const_buffer(opt_.key->public_key.data(), 32));
+      d.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(opt_.key->secret_key.data(), 32));
+    }
+    gate_->watch_link(d, p);
+  }
+}
+
+void Transport::bind_router() {
   const PeerAddress& me = opt_.peers[rank()];
   const std::string host = numeric_host(me.host);
   router_.set(zmq::sockopt::ipv6, host[0] == '[' ? 1 : 0);  // an IPv4 address binds an IPv4 socket
@@ -184,25 +271,41 @@ void Transport::bind_router() {
 }
 
 void Transport::connect_dealers() {
-  std::random_device rd;
-  std::string identity = "rank" + std::to_string(rank()) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());
-  dealers_.resize(world());
   for (int p = 0; p < world(); ++p) {
     if (p == rank()) continue;
-    auto& d = dealers_[p];
-    d = zmq::socket_t(ctx_, zmq::socket_type::dealer);
-    set_common_options(d);
-    d.set(zmq::sockopt::routing_id, identity);
-    d.set(zmq::sockopt::rcvhwm, data_high_water_mark());
-    d.set(zmq::sockopt::reconnect_ivl, 100);
-    d.set(zmq::sockopt::reconnect_ivl_max, 1000);
     try {
-      d.connect("tcp://" + numeric_host(opt_.peers[p].host) + ":" + std::to_string(opt_.peers[p].port));
+      dealers_[p].connect("tcp://" + numeric_host(opt_.peers[p].host) + ":" + std::to_string(opt_.peers[p].port));
     } catch (const zmq::error_t& e) {
       throw UsageError("cannot use " + describe(p) + " as a peer address: " + e.what());
     }
+    // Queued until the connection passed the security handshake: never sent to a process
+    // that does not hold the job key.
     send_control(p, MsgKind::Hello, hello_text_);
   }
+}
+
+void Transport::on_link(const LinkEvent& e) {
+  using K = LinkEvent::Kind;
+  if (e.kind == K::Broken) {
+    record_failure(FailKind::PeerLost, "the connection from " + describe(e.rank) + " was cut: " + e.why +
+                                           "; nothing of that message was used. Check the network path (or who is on "
+                                           "it), then restart every rank with --resume");
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+    return;
+  }
+  std::lock_guard lk(link_mu_);
+  if (e.kind == K::HandshakeFailed) link_problem_[e.rank] = e.why;
+  else if (e.kind == K::Up) link_problem_[e.rank].clear(), link_down_at_[e.rank] = Clock::time_point{};
+  else if (e.kind == K::Down && handshake_done_) link_down_at_[e.rank] = Clock::now();
+}
+
+std::string Transport::link_problem(int p) {
+  std::lock_guard lk(link_mu_);
+  if (link_problem_[p].empty()) return "";
+  return std::string("; the process at that address failed the security handshake, ") +
+         (opt_.key ? "so it does not hold this job's key (" : "perhaps because it runs with --key and this rank does not (") +
+         link_problem_[p] + ")";
 }
 
 void Transport::send_control(int to, MsgKind kind, const std::string& text) {
@@ -219,26 +322,28 @@ void Transport::reply(const std::string& identity, MsgKind kind, const std::stri
   Header h;
   h.kind = kind;
   h.sender = static_cast<uint16_t>(rank());
-  h.job = job_hash_;
+  h.job = 0;  // the job's hash is none of an unknown client's business
   if (send_frame(router_, identity.data(), identity.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT) &&
       send_frame(router_, &h, sizeof h, ZMQ_SNDMORE | ZMQ_DONTWAIT))
     send_frame(router_, text.data(), text.size(), ZMQ_DONTWAIT);
 }
 
+// Each rank decides whether the ranks match from the answers to its own hello: those come
+// from the process at each peer's listed address (with a key: a holder of the job key).
+// Hellos that arrive at our router only register who is who; a bad one is refused and
+// logged, never fatal, since anyone who reaches the port could send one.
 void Transport::handshake() {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(opt_.connect_timeout_s));
   Clock::time_point error_at{};
-  std::string refusal;  // a peer's reason for refusing us, phrased from its side
+  std::string refusal;  // why a peer refused us, phrased from our side
   auto all = [](const std::vector<bool>& v) { return std::all_of(v.begin(), v.end(), [](bool b) { return b; }); };
   while (true) {
     const auto now = Clock::now();
     if (all(heard_) && all(acked_)) break;
-    // On a mismatch, stay a little so that every rank gets our hello and reports it too.
-    if (!handshake_error_.empty() && (all(acked_) || now - error_at > std::chrono::seconds(2))) break;
-    // Refused by a peer: wait a little for its hello, so that we name the mismatch from our side.
-    if (!refusal.empty() && (all(heard_) || now - error_at > std::chrono::seconds(2))) break;
+    // Refused: stay a little, so that every rank gets our answer to its hello and reports too.
+    if (!refusal.empty() && (all(answered_) || now - error_at > std::chrono::seconds(2))) break;
     if (now > deadline) break;
     std::vector<zmq_pollitem_t> items{{router_.handle(), 0, ZMQ_POLLIN, 0}};
     std::vector<int> ranks{-1};
@@ -249,43 +354,42 @@ void Transport::handshake() {
       }
     if (zmq_poll(items.data(), static_cast<int>(items.size()), 100) < 0 && zmq_errno() != EINTR)
       throw RuntimeError(std::string("poll failed during the handshake: ") + zmq_strerror(zmq_errno()));
-    bool had_error = !handshake_error_.empty();
     serve_router();
     // A rank that already joined us gave up: report our own view of the handshake if it
     // comes soon (it names the mismatch from our side), else theirs.
-    if (failed_ && handshake_error_.empty()) {
+    if (failed_ && refusal.empty()) {
       if (error_at == Clock::time_point{}) error_at = Clock::now();
       if (Clock::now() - error_at > std::chrono::seconds(2)) throw_failure();
     }
     for (size_t i = 1; i < items.size(); ++i) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;
-      int p = ranks[i];
+      const int p = ranks[i];
       Header h;
       zmq::message_t head, body;
       if (zmq_msg_recv(head.handle(), dealers_[p].handle(), ZMQ_DONTWAIT) < 0) continue;
       if (head.more()) (void)zmq_msg_recv(body.handle(), dealers_[p].handle(), ZMQ_DONTWAIT);
       if (!decode_header(head.data(), head.size(), h) || h.kind != MsgKind::HelloOk) continue;
       acked_[p] = true;
-      if (!body.to_string().empty() && refusal.empty()) {
-        refusal = describe(p) + " refused this rank: " + body.to_string();
+      std::string why = take_hello_answer(p, body.to_string());
+      if (!why.empty() && refusal.empty()) {
+        refusal = why;
         if (error_at == Clock::time_point{}) error_at = Clock::now();
       }
     }
-    if (!had_error && !handshake_error_.empty() && error_at == Clock::time_point{}) error_at = Clock::now();
   }
-  if (!handshake_error_.empty()) throw UsageError(handshake_error_);
   if (!refusal.empty()) throw UsageError(refusal);
   if (!(all(heard_) && all(acked_))) {
-    std::string missing, ports;
+    std::string missing, problems;
     int count = 0;
     for (int p = 0; p < world(); ++p)
       if (!heard_[p] || !acked_[p]) {
         missing += (count++ ? ", " : "") + describe(p);
+        if (problems.empty()) problems = link_problem(p);
       }
-    throw RuntimeError(std::string(count > 1 ? "ranks " : "") + missing + (count > 1 ? " never" : " never") +
-                       " joined within " + fmt_seconds(opt_.connect_timeout_s) +
-                       "; start every rank with the same --peers, and check that the listed addresses are right "
-                       "and that firewalls let TCP through to the listed ports");
+    throw RuntimeError(std::string(count > 1 ? "ranks " : "") + missing + " never joined within " +
+                       fmt_seconds(opt_.connect_timeout_s) +
+                       "; start every rank with the same --peers and --key, and check that the listed addresses are "
+                       "right and that firewalls let TCP through to the listed ports" + problems);
   }
   handshake_done_ = true;
   const auto now = Clock::now();
@@ -294,36 +398,55 @@ void Transport::handshake() {
   next_tick_ = now;
 }
 
-void Transport::handle_hello(const std::string& identity, const std::string& text) {
+std::string Transport::take_hello_answer(int p, const std::string& payload) {
+  if (payload.empty()) return "";
+  std::string reason, theirs_text;
+  decode_refusal(payload, reason, theirs_text);
+  // The refusing rank sent its hello (the fingerprint form without a key): name the
+  // mismatch from our side.
+  if (auto theirs = decode_hello(theirs_text)) {
+    theirs->rank = p;  // the rank at that address, whatever the text claims
+    std::string mismatch = compare_hello(wire_hello_, *theirs, opt_.peers[p].text());
+    if (!mismatch.empty()) return mismatch;
+  }
+  return describe(p) + " refused this rank: " + reason;
+}
+
+void Transport::handle_hello(const std::string& identity, const std::string& text, const std::string& from) {
   auto hello = decode_hello(text);
   if (!hello) {
-    reply(identity, MsgKind::HelloOk, "not a ringtrain handshake of this version; use the same ringtrain build on every host");
+    opt_.log("ignored a handshake from " + from + ": not a ringtrain handshake of this version");
+    reply(identity, MsgKind::HelloOk, encode_refusal("not a ringtrain handshake of this version; use the same ringtrain build on every host", ""));
     return;
   }
-  Hello mine{opt_.job_id, world(), rank(), opt_.config_text};
-  std::string reason;
-  int r = hello->rank;
-  std::string addr = r >= 0 && r < world() ? opt_.peers[r].text() : "?";
-  if (hello->job_id == opt_.job_id && hello->world == world() && (r < 0 || r >= world() || r == rank())) {
-    reason = "a process claims rank " + std::to_string(r) + ", which is " +
-             (r == rank() ? "this rank's own" : "outside --peers") + "; give every process a different --rank";
-  } else {
-    reason = compare_hello(mine, *hello, addr);
-  }
-  if (reason.empty() && !identity_of_rank_[r].empty() && identity_of_rank_[r] != identity)
-    reason = "two processes claim rank " + std::to_string(r) + " (" + addr +
-             "); give every process a different --rank, and stop leftovers of earlier runs";
-  if (reason.empty() && handshake_done_)
+  const int r = hello->rank;
+  std::string reason, logged;
+  if (r < 0 || r >= world() || r == rank()) {
+    reason = "it claims a rank this job does not expect from it; give every process a different --rank from 0 to the number of --peers minus 1";
+    logged = "it claims rank " + std::to_string(r) + (r == rank() ? ", this rank's own" : ", outside --peers");
+  } else if (std::string m = compare_hello(wire_hello_, *hello, opt_.peers[r].text()); !m.empty()) {
+    reason = "its job id, world size or config differ from this rank's";
+    logged = m;
+  } else if (!identity_of_rank_[r].empty() && identity_of_rank_[r] != identity) {
+    reason = "another process already holds rank " + std::to_string(r) +
+             " in this job; give every process a different --rank, and stop leftovers of earlier runs";
+    logged = "a second process claims rank " + std::to_string(r);
+  } else if (handshake_done_) {
     reason = "the job is already running with every rank present; stop it before starting rank " + std::to_string(r) + " again";
-  if (reason.empty()) {
-    identity_of_rank_[r] = identity;
-    rank_of_identity_[identity] = r;
-    heard_[r] = true;
-    last_seen_[r] = Clock::now();
-  } else if (!handshake_done_ && handshake_error_.empty()) {
-    handshake_error_ = reason;
+    logged = "rank " + std::to_string(r) + " tried to join again";
   }
-  reply(identity, MsgKind::HelloOk, reason);
+  if (r >= 0 && r < world()) answered_[r] = true;
+  if (!reason.empty()) {
+    opt_.log("refused a handshake from " + from + " (claiming rank " + std::to_string(r) + "): " + logged + "; the job goes on");
+    // Our hello as we send it anyway: whole only to holders of the key, else a fingerprint.
+    reply(identity, MsgKind::HelloOk, encode_refusal(reason, hello_text_));
+    return;
+  }
+  identity_of_rank_[r] = identity;
+  rank_of_identity_[identity] = r;
+  heard_[r] = true;
+  last_seen_[r] = Clock::now();
+  reply(identity, MsgKind::HelloOk, "");
 }
 
 void Transport::serve_router() {
@@ -333,8 +456,8 @@ void Transport::serve_router() {
     if (zmq_msg_recv(id.handle(), router_.handle(), ZMQ_DONTWAIT) < 0) return;
     bool has_head = id.more() && zmq_msg_recv(head.handle(), router_.handle(), ZMQ_DONTWAIT) >= 0;
     bool has_body = has_head && head.more() && zmq_msg_recv(body.handle(), router_.handle(), ZMQ_DONTWAIT) >= 0;
-    while (body.more()) {  // ignore extra frames of a malformed message
-      zmq::message_t extra;
+    for (zmq::message_t* last = has_body ? &body : has_head ? &head : &id; last->more();) {
+      zmq::message_t extra;  // drop extra frames of a malformed message
       if (zmq_msg_recv(extra.handle(), router_.handle(), ZMQ_DONTWAIT) < 0 || !extra.more()) break;
     }
     Header h;
@@ -353,11 +476,13 @@ void Transport::serve_router() {
       } catch (const std::exception& e) {
         answer = std::string("error: ") + e.what();
       }
+      if (answer.size() > kMaxControlBytes) answer = "error: the answer is too large to send";
       reply(identity, MsgKind::Reply, answer);
       continue;
     }
-    if (h.kind == MsgKind::Hello) {  // compares job ids itself, to report a mismatch
-      handle_hello(identity, text);
+    if (h.kind == MsgKind::Hello) {
+      const char* from = zmq_msg_gets(head.handle(), "Peer-Address");
+      handle_hello(identity, text, from ? from : "an unknown address");
       continue;
     }
     if (h.job != job_hash_) continue;  // another job's stray message
@@ -368,7 +493,7 @@ void Transport::serve_router() {
     if (h.kind == MsgKind::Goodbye) {
       departed_at_[p] = Clock::now();
     } else if (h.kind == MsgKind::Failing) {
-      record_failure(FailKind::PeerLost, describe(p) + " failed: " + (text.empty() ? "unknown error" : text));
+      record_failure(FailKind::PeerLost, describe(p) + " failed: " + (text.empty() ? "unknown error" : text.substr(0, 1000)));
     }
   }
 }
@@ -390,6 +515,15 @@ void Transport::housekeeping(bool in_collective) {
         record_failure(FailKind::PeerLost, describe(p) + " left the job while this rank still needed it; every rank must call the same collectives");
       continue;
     }
+    Clock::time_point down;
+    {
+      std::lock_guard lk(link_mu_);
+      down = link_down_at_[p];
+    }
+    // Its connection closed and no goodbye came (which would have arrived first): what it
+    // sent last is gone with the connection.
+    if (down != Clock::time_point{} && now - down > std::chrono::seconds(2))
+      record_failure(FailKind::PeerLost, "lost " + describe(p) + ": its connection closed (process died or was stopped, or it sent more than any message may hold)");
     if (now - last_seen_[p] > timeout)
       record_failure(FailKind::PeerLost, "lost " + describe(p) + ": nothing heard from it for " +
                                              fmt_seconds(seconds(now - last_seen_[p])) +
@@ -463,15 +597,23 @@ bool Transport::try_send(int to, const Header& h, zmq::message_t& payload) {
 }
 
 bool Transport::try_recv(int from, Header& h, zmq::message_t& payload) {
-  zmq::message_t head;
-  while (true) {
+  for (int skipped = 0; skipped < 256; ++skipped) {  // bounded: a stream of junk cannot hold us here
+    zmq::message_t head, body;
     if (zmq_msg_recv(head.handle(), dealers_[from].handle(), ZMQ_DONTWAIT) < 0) return false;
     last_seen_[from] = Clock::now();
-    bool more = head.more();
-    if (more && zmq_msg_recv(payload.handle(), dealers_[from].handle(), ZMQ_DONTWAIT) < 0) return false;
-    if (decode_header(head.data(), head.size(), h) && h.kind == MsgKind::Data && h.job == job_hash_) return true;
+    // Parts of a message arrive together; data is exactly header + payload.
+    const bool two = head.more() && zmq_msg_recv(body.handle(), dealers_[from].handle(), ZMQ_DONTWAIT) >= 0 && !body.more();
+    for (bool more = body.more(); more;) {
+      zmq::message_t extra;
+      more = zmq_msg_recv(extra.handle(), dealers_[from].handle(), ZMQ_DONTWAIT) >= 0 && extra.more();
+    }
+    if (two && decode_header(head.data(), head.size(), h) && h.kind == MsgKind::Data && h.job == job_hash_) {
+      payload = std::move(body);
+      return true;
+    }
     // A late handshake reply or a stray message: not data, skip it.
   }
+  return false;
 }
 
 void Transport::poll_for(zmq::socket_t* dealer, int timeout_ms) {

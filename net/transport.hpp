@@ -13,6 +13,12 @@
 // The sockets are used by one thread at a time: the background thread while no collective
 // runs, the collective's thread (via Hold) while one does. Hold wakes the background
 // thread through an eventfd and takes the socket mutex from it.
+//
+// With a job key every socket speaks CurveZMQ with the job's keypair: the router is a CURVE
+// server whose clients the gatekeeper (gatekeeper.hpp, its own thread) checks, the dealers
+// are CURVE clients that only complete a connection to a server holding the same key. The
+// router is pinned to one ZeroMQ I/O thread and the dealers to the other, so encrypting
+// what we send and decrypting what we receive run on two cores.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -25,6 +31,8 @@
 
 #include <zmq.hpp>
 
+#include "gatekeeper.hpp"
+#include "handshake.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "wire_format.hpp"
 
@@ -64,7 +72,8 @@ class Transport {
   // Sends header + payload to rank `to`. False when its queue is full (try again later);
   // the payload is consumed only on success. Throws PeerLost if `to` is gone.
   bool try_send(int to, const Header& h, zmq::message_t& payload);
-  // Takes the next message rank `from` sent us, if there is one.
+  // Takes the next data message rank `from` sent us, if there is one (other messages are
+  // dropped, a bounded number per call).
   bool try_recv(int from, Header& h, zmq::message_t& payload);
   // Sleeps until data from `from` arrives (when want_recv), control traffic arrives, or
   // timeout_ms passes; then does tick(). Throws on failure or abort.
@@ -87,15 +96,24 @@ class Transport {
  private:
   enum class FailKind { None, PeerLost, Aborted, Other };
 
+  // Refuses plaintext unless every peer is on loopback or --insecure; logs the warning.
+  void check_security_policy();
+  void create_sockets();
   void bind_router();
   void connect_dealers();
   void handshake();
+  // The gatekeeper's news about the connection to one rank (runs on its thread).
+  void on_link(const LinkEvent& e);
+  // The reason a missing rank never joined, as far as the connection to it tells.
+  std::string link_problem(int rank);
   void background_loop();
   // Poll router (+ one dealer) + wake fd for up to timeout_ms.
   void poll_for(zmq::socket_t* dealer, int timeout_ms);
   // Drains the router: heartbeats, goodbyes, service requests, late hellos.
   void serve_router();
-  void handle_hello(const std::string& identity, const std::string& text);
+  void handle_hello(const std::string& identity, const std::string& text, const std::string& from);
+  // Handles a HelloOk that rank p sent back to our hello; returns the refusal message, if any.
+  std::string take_hello_answer(int p, const std::string& payload);
   void reply(const std::string& identity, MsgKind kind, const std::string& text);
   void send_control(int to, MsgKind kind, const std::string& text);
   // Heartbeats when due, liveness of every peer.
@@ -107,9 +125,11 @@ class Transport {
   CommOptions opt_;
   uint64_t job_hash_;
   uint64_t seq_ = 0;
-  std::string hello_text_;
+  Hello wire_hello_;        // ours as we send it: whole with a key, the fingerprint form without
+  std::string hello_text_;  // encoded
 
   zmq::context_t ctx_;
+  std::unique_ptr<Gatekeeper> gate_;
   zmq::socket_t router_;
   std::vector<zmq::socket_t> dealers_;  // index = rank; empty socket at our own rank
   int wake_fd_ = -1;
@@ -120,9 +140,14 @@ class Transport {
   std::vector<Clock::time_point> last_seen_;
   std::vector<Clock::time_point> departed_at_;  // time_point{} while present
   std::vector<bool> heard_, acked_;
-  bool handshake_done_ = false;
-  std::string handshake_error_;
+  std::vector<bool> answered_;  // we answered a hello claiming this rank (accepted or not)
+  std::atomic<bool> handshake_done_{false};
   Clock::time_point next_heartbeat_, next_tick_;
+
+  // What the gatekeeper saw of the connection to each rank (guarded by link_mu_).
+  std::mutex link_mu_;
+  std::vector<std::string> link_problem_;        // last handshake failure, for "never joined"
+  std::vector<Clock::time_point> link_down_at_;  // time_point{} while connected
   Clock::duration heartbeat_every_;
 
   std::mutex handler_mu_;

@@ -37,6 +37,13 @@ const char* collective_name(CollectiveKind k);
 constexpr uint32_t kMagic = 0x314e5452;  // "RTN1"
 constexpr uint16_t kNoRank = 0xffff;     // sender field of service clients
 
+// Largest legal frames. Every socket refuses larger ones (ZMQ_MAXMSGSIZE, checked by
+// ZeroMQ on the frame's length field before anything is allocated), so a peer cannot make
+// a rank allocate more than these, times the bounded queue lengths.
+constexpr size_t kMaxControlBytes = 64 << 10;       // hello, refusal, service request/reply
+// What CURVE adds to a frame on the wire (command name, nonce, MAC, flags), with margin.
+constexpr size_t kFrameOverheadBytes = 256;
+
 struct Header {
   uint32_t magic = kMagic;
   MsgKind kind = MsgKind::Heartbeat;

@@ -2,7 +2,7 @@
 # ringtrain's ring all-reduce against torch.distributed's Gloo, side by side, and one table.
 #
 #   sudo tools/bench_allreduce_compare.sh [--sizes 1M,16M,64M,256M] [--rate 1gbit] [--ranks 2]
-#                                         [--no-loopback] [--gloo-timeout 60]
+#                                         [--no-loopback] [--gloo-timeout 60] [--key FILE|new]
 #
 # Settings, each with both implementations:
 #   - loopback (127.0.0.1, no limit);
@@ -10,13 +10,15 @@
 #   - the same hosts with the user's firewall: policy drop, only TCP 29500-29510 open.
 #     Gloo opens ephemeral ports there and hangs; it is killed after --gloo-timeout seconds
 #     and reported as "hangs (blocked by firewall)".
-# ringtrain runs with f32 and with bf16 on the wire. Needs root (namespaces), build/ringtrain
-# (or RINGTRAIN_BIN) and /usr/bin/python3 with torch.
+# ringtrain runs with f32 and with bf16 on the wire, in plaintext (--insecure between the
+# namespace hosts); with --key also encrypted (CurveZMQ, f32) in every setting, right after
+# the plaintext run of the same setting ("new": a fresh key in the scratch directory).
+# Needs root (namespaces), build/ringtrain (or RINGTRAIN_BIN) and /usr/bin/python3 with torch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-sizes=1M,16M,64M,256M rate=1gbit ranks=2 loopback=1 gloo_timeout=60
+sizes=1M,16M,64M,256M rate=1gbit ranks=2 loopback=1 gloo_timeout=60 key=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes=$2; shift 2 ;;
@@ -24,6 +26,7 @@ while [ $# -gt 0 ]; do
     --ranks) ranks=$2; shift 2 ;;
     --no-loopback) loopback=0; shift ;;
     --gloo-timeout) gloo_timeout=$2; shift 2 ;;
+    --key) key=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -37,6 +40,10 @@ out=$(mktemp -d)
 hosts() { tools/netns/hosts.sh "$@"; }
 cleanup() { hosts down "$prefix" "$ranks" >/dev/null 2>&1; rm -rf "$out"; }
 trap cleanup EXIT
+if [ "$key" = new ]; then
+  key=$out/job.key
+  "$bin" keygen --out "$key" >/dev/null || exit 1
+fi
 
 # run_job NAME TIMEOUT CMD-FOR-RANK... : starts one command per rank (given as a function
 # of the rank), waits up to TIMEOUT seconds, keeps rank 0's stdout in $out/NAME.
@@ -67,8 +74,10 @@ peers_lo() { local s="" r; for r in $(seq 0 $((ranks - 1))); do s+="${s:+,}127.0
 rt_lo_f32() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json; }
 rt_lo_bf16() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --wire bf16; }
 gloo_lo() { "$py" tools/bench_allreduce_gloo.py --rank "$1" --world "$ranks" --master 127.0.0.1:29650 --sizes "$sizes" --json; }
-rt_ns_f32() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json; }
-rt_ns_bf16() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --wire bf16; }
+rt_lo_curve() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --key "$key"; }
+rt_ns_f32() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --insecure; }
+rt_ns_bf16() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --wire bf16 --insecure; }
+rt_ns_curve() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --key "$key"; }
 gloo_ns() {
   ip netns exec "${prefix}h$1" "$py" tools/bench_allreduce_gloo.py --rank "$1" --world "$ranks" \
     --master "$(hosts addr 0):29510" --ifname eth0 --sizes "$sizes" --json --timeout "$gloo_timeout"
@@ -78,17 +87,20 @@ echo "# machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); sizes $s
 if [ $loopback = 1 ]; then
   echo "# loopback ..." >&2
   run_job lo_rt_f32 900 rt_lo_f32
+  [ -n "$key" ] && run_job lo_rt_curve 900 rt_lo_curve
   run_job lo_rt_bf16 900 rt_lo_bf16
   run_job lo_gloo 900 gloo_lo
 fi
 echo "# namespaces, $rate links ..." >&2
 hosts up "$prefix" "$ranks" --rate "$rate"
 run_job ns_rt_f32 900 rt_ns_f32
+[ -n "$key" ] && run_job ns_rt_curve 900 rt_ns_curve
 run_job ns_rt_bf16 900 rt_ns_bf16
 run_job ns_gloo 900 gloo_ns
 echo "# namespaces, $rate links, firewall: only TCP 29500-29510 open ..." >&2
 hosts firewall "$prefix" "$ranks" 29500-29510
 run_job fw_rt_f32 900 rt_ns_f32
+[ -n "$key" ] && run_job fw_rt_curve 900 rt_ns_curve
 run_job fw_gloo "$gloo_timeout" gloo_ns
 
 # Line rate in MB/s (10^6 bytes) from the tc rate: 1gbit -> 125.
@@ -97,16 +109,17 @@ case "$rate" in
   *mbit) line_MBps=$(awk -v r="${rate%mbit}" 'BEGIN{print r/8}') ;;
   *) echo "--rate must end in gbit or mbit" >&2; exit 2 ;;
 esac
-"$py" - "$out" "$line_MBps" "$loopback" <<'PY'
+"$py" - "$out" "$line_MBps" "$loopback" "${key:+1}" <<'PY'
 import json, os, sys
-out, line, loopback = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "1"
-rows = [("loopback", "none", "lo_rt_f32", "ringtrain", "f32"), ("loopback", "none", "lo_rt_bf16", "ringtrain", "bf16"),
-        ("loopback", "none", "lo_gloo", "gloo", "f32")] if loopback else []
-rows += [("netns %.0f MB/s" % line, "none", "ns_rt_f32", "ringtrain", "f32"),
-         ("netns %.0f MB/s" % line, "none", "ns_rt_bf16", "ringtrain", "bf16"),
-         ("netns %.0f MB/s" % line, "none", "ns_gloo", "gloo", "f32"),
-         ("netns %.0f MB/s" % line, "29500-29510", "fw_rt_f32", "ringtrain", "f32"),
-         ("netns %.0f MB/s" % line, "29500-29510", "fw_gloo", "gloo", "f32")]
+out, line, loopback, curve = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
+ns = "netns %.0f MB/s" % line
+rows = [("loopback", "none", "lo_rt_f32", "ringtrain", "f32"), ("loopback", "none", "lo_rt_curve", "ringtrain CURVE", "f32"),
+        ("loopback", "none", "lo_rt_bf16", "ringtrain", "bf16"), ("loopback", "none", "lo_gloo", "gloo", "f32")] if loopback else []
+rows += [(ns, "none", "ns_rt_f32", "ringtrain", "f32"), (ns, "none", "ns_rt_curve", "ringtrain CURVE", "f32"),
+         (ns, "none", "ns_rt_bf16", "ringtrain", "bf16"), (ns, "none", "ns_gloo", "gloo", "f32"),
+         (ns, "29500-29510", "fw_rt_f32", "ringtrain", "f32"), (ns, "29500-29510", "fw_rt_curve", "ringtrain CURVE", "f32"),
+         (ns, "29500-29510", "fw_gloo", "gloo", "f32")]
+rows = [r for r in rows if curve or "CURVE" not in r[3]]
 print("| link | firewall | impl | wire | bytes | time ms | algbw MB/s | busbw MB/s | busbw % of line |")
 print("|---|---|---|---|---:|---:|---:|---:|---:|")
 for link, fw, name, impl, wire in rows:

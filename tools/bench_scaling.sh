@@ -3,20 +3,24 @@
 # by the PyTorch DDP + Gloo baseline, on simulated hosts: network namespaces on a bridge,
 # every link shaped to 1 Gbit/s, each rank pinned to its own core with one thread.
 #
-#   sudo tools/bench_scaling.sh [--steps 16] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR]
-#                               [--baseline-bin PATH [--compare-only] [--repeat N]]
+#   sudo tools/bench_scaling.sh [--steps 16] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR] [--key FILE|new]
+#                               [--baseline-bin PATH] [--compare-only [--repeat N]]
 #
+# --key adds a row of --sync grad with the job key (CURVE), next to the plaintext one.
 # --baseline-bin runs the --sync grad row a second time with another ringtrain binary (e.g.
 # the previous version), right before the current one, and prints both with their ratio
 # and the bytes each rank 0 sent per step: a before/after comparison measured in one run.
-# --compare-only runs just those two rows, alternating baseline and this build --repeat
-# times (default 3), and prints each pair and the median ratio.
+# --compare-only runs just one pair of --sync grad rows, alternating them --repeat times
+# (default 3), and prints each pair and the median ratio: the baseline binary against this
+# one (with --baseline-bin), or plaintext against --key (CURVE) with this binary.
 #
 # Runs, one after another. Throughput is tokens / time over all the steps after the warm-up
 # (not a median: with --sync avg the averaging steps are the slow ones and must count), so
 # --steps should be a multiple of --sync-every (8).
 #   ringtrain, 1 rank                      (the baseline: one host, one core)
 #   ringtrain, 2 ranks, --sync grad        (firewall: policy drop, only TCP 29500-29510 open)
+#   ringtrain, 2 ranks, --sync grad with --key (CurveZMQ: encrypted, authenticated), with --key
+#     only, right after the plaintext one; plaintext runs between the hosts use --insecure
 #   ringtrain, 2 ranks, --sync avg --sync-every 8                      (same firewall)
 #   ringtrain, 2 ranks, --sync avg --sync-every 8 --sync-overlap       (same firewall)
 #   PyTorch DDP + Gloo, 2 ranks            (same firewall: it cannot connect; killed after --gloo-timeout)
@@ -26,7 +30,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-steps=16 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60 baseline_bin="" compare_only=0 repeat=3
+steps=16 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60 key="" baseline_bin="" compare_only=0 repeat=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
     --baseline-bin) baseline_bin=$(readlink -f "$2"); shift 2 ;;
     --compare-only) compare_only=1; shift ;;
     --repeat) repeat=$2; shift 2 ;;
+    --key) key=$2; shift 2 ;;
     *) echo "bench_scaling: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -54,6 +59,10 @@ if [ -z "$data" ]; then
   [ -f "$data/meta.json" ] || "$bin" data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out "$data" --vocab 32768 --threads 2 --quiet
 fi
 data=$(cd "$data" && pwd)
+if [ "$key" = new ]; then
+  key=$work/job.key
+  "$bin" keygen --out "$key" >/dev/null || exit 1
+fi
 hosts up "$prefix" 2 --rate "$rate" --firewall 29500-29510
 a0=$(hosts addr 0) a1=$(hosts addr 1)
 in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"; }
@@ -127,26 +136,35 @@ run_torch() {  # name, world, seconds before the run is killed
 echo "bench_scaling: d$depth, batch 2 x 1024 per rank, 1 thread per rank, $rate links; work dir $work" >&2
 cpu_line() { echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); flags: $(grep -m1 -o 'avx512[a-z_0-9]*\|avx2\|fma\|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"; }
 if [ "$compare_only" = 1 ]; then
-  [ -n "$baseline_bin" ] || { echo "bench_scaling: --compare-only needs --baseline-bin" >&2; exit 2; }
-  printf '\n| pair | baseline tok/s | this build tok/s | ratio | bytes_sent MB/step baseline -> this |\n|---|---|---|---|---|\n'
+  # A and B: the baseline binary against this one (the baseline predates --insecure), or
+  # plaintext against the job key with this binary.
+  if [ -n "$baseline_bin" ]; then
+    a_name=baseline a_bin=$baseline_bin a_flags=() b_name="this build" b_flags=(--insecure)
+  elif [ -n "$key" ]; then
+    a_name=plaintext a_bin=$bin a_flags=(--insecure) b_name="--key (CURVE)" b_flags=(--key "$key")
+  else
+    echo "bench_scaling: --compare-only needs --baseline-bin or --key" >&2; exit 2
+  fi
+  printf '\n| pair | %s tok/s | %s tok/s | ratio | bytes_sent MB/step, rank 0 (A -> B) |\n|---|---|---|---|---|\n' "$a_name" "$b_name"
   ratios=()
   for i in $(seq 1 "$repeat"); do
-    b=$(rt_bin=$baseline_bin run_rt rt-grad-baseline-$i 2 --sync grad)
-    n=$(run_rt rt-grad-$i 2 --sync grad)
-    r=$("$py" -c "import sys; print('%.3f' % (float(sys.argv[2].split()[0]) / float(sys.argv[1].split()[0])))" "$b" "$n")
+    a=$(rt_bin=$a_bin run_rt rt-a-$i 2 --sync grad "${a_flags[@]}")
+    b=$(run_rt rt-b-$i 2 --sync grad "${b_flags[@]}")
+    r=$("$py" -c "import sys; print('%.3f' % (float(sys.argv[2].split()[0]) / float(sys.argv[1].split()[0])))" "$a" "$b")
     ratios+=("$r")
-    printf '| %d | %s | %s | %s | %s -> %s |\n' "$i" "${b% *}" "${n% *}" "$r" \
-      "$(bytes_per_step "$work/rt-grad-baseline-$i/metrics.jsonl")" "$(bytes_per_step "$work/rt-grad-$i/metrics.jsonl")"
+    printf '| %d | %s | %s | %s | %s -> %s |\n' "$i" "${a% *}" "${b% *}" "$r" \
+      "$(bytes_per_step "$work/rt-a-$i/metrics.jsonl")" "$(bytes_per_step "$work/rt-b-$i/metrics.jsonl")"
   done
-  echo "median ratio (this build / baseline): $(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')"
+  echo "median ratio ($b_name / $a_name): $(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')"
   cpu_line
   exit 0
 fi
 rt1=$(run_rt rt-1rank 1)
 [ -z "$baseline_bin" ] || rtg0=$(rt_bin=$baseline_bin run_rt rt-grad-baseline 2 --sync grad)
-rtg=$(run_rt rt-grad 2 --sync grad)
-rta=$(run_rt rt-avg8 2 --sync avg --sync-every 8)
-rto=$(run_rt rt-avg8-overlap 2 --sync avg --sync-every 8 --sync-overlap)
+rtg=$(run_rt rt-grad 2 --sync grad --insecure)
+[ -n "$key" ] && rtc=$(run_rt rt-grad-curve 2 --sync grad --key "$key")
+rta=$(run_rt rt-avg8 2 --sync avg --sync-every 8 --insecure)
+rto=$(run_rt rt-avg8-overlap 2 --sync avg --sync-every 8 --sync-overlap --insecure)
 pt_fw=$(run_torch pt-ddp-firewall 2 "$gloo_timeout")
 [[ "$pt_fw" == fails* || "$pt_fw" == "-" ]] && pt_fw="cannot start: blocked by the firewall (killed after ${gloo_timeout}s)"
 hosts firewall "$prefix" 2 off
@@ -158,6 +176,8 @@ cpu_line
 printf '\n| run | firewall (29500-29510 only) | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank |\n|---|---|---|---|---|\n'
 printf '| ringtrain, 1 rank | - | %s | - | 1.00x |\n' "${rt1% *}"
 printf '| ringtrain, 2 ranks, --sync grad | on | %s | %s | %s |\n' "${rtg% *}" "${rtg#* }" "$(ratio "$rtg" "$rt1")"
+[ -n "$key" ] && printf '| ringtrain, 2 ranks, --sync grad, --key (CURVE) | on | %s | %s | %s (%s of plaintext) |\n' \
+  "${rtc% *}" "${rtc#* }" "$(ratio "$rtc" "$rt1")" "$(ratio "$rtc" "$rtg")"
 printf '| ringtrain, 2 ranks, --sync avg --sync-every 8 | on | %s | %s | %s |\n' "${rta% *}" "${rta#* }" "$(ratio "$rta" "$rt1")"
 printf '| ringtrain, 2 ranks, --sync avg --sync-every 8 --sync-overlap | on | %s | %s | %s |\n' "${rto% *}" "${rto#* }" "$(ratio "$rto" "$rt1")"
 printf '| PyTorch DDP + Gloo, 2 ranks | on | %s | - | - |\n' "$pt_fw"

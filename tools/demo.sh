@@ -49,8 +49,13 @@ step "3/5 train d$depth on two local ranks (127.0.0.1:$port and :$((port + 1)))"
 peers="127.0.0.1:$port,127.0.0.1:$((port + 1))"
 mkdir -p "$out"
 rm -rf "$out/rank0" "$out/rank1" "$out/metrics.jsonl"
+# The job key: only its holders can join the ranks, read their status or stop them, and
+# everything between the ranks is encrypted. One key per run directory, made once.
+key="$out/job.key"
+[ -f "$key" ] || "$bin" keygen --out "$key"
 common=(train --data "$data" --out "$out" --depth "$depth" --seq-len "$seq_len" --device-batch "$batch"
-        --steps "$steps" --eval-every "$eval_every" --eval-tokens "$eval_tokens" --threads 1 --peers "$peers")
+        --steps "$steps" --eval-every "$eval_every" --eval-tokens "$eval_tokens" --threads 1 --peers "$peers"
+        --key "$key")
 # Rank 1 runs in the background with its log in a file; rank 0 shows progress here. If this
 # script ends for any reason, rank 1 ends with it: no orphaned trainer keeps the port.
 "$bin" "${common[@]}" --rank 1 > "$out/rank1.log" 2>&1 &
@@ -75,5 +80,6 @@ done in $((SECONDS / 60))m$(printf %02d $((SECONDS % 60)))s.
   plot:        $out/curves.png
   checkpoint:  $ckpt   (rank 1's is in $out/rank1)
   logs:        $out/rank0.log, $out/rank1.log
+  job key:     $key   (status/stop of a running job: $bin status 127.0.0.1:$port --key $key)
   sample more: $bin sample --checkpoint $out --prompt "Memory barriers" --tokens 100
 EOT

@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 # trainer: what ringtrain builds and runs with (the demo needs nothing more but its corpus)
 trainer=(
   g++ cmake meson ninja-build pkg-config
-  libdnnl-dev libzmq3-dev cppzmq-dev libcxxopts-dev libpcre2-dev nlohmann-json3-dev zlib1g-dev
+  libdnnl-dev libzmq3-dev libsodium-dev cppzmq-dev libcxxopts-dev libpcre2-dev nlohmann-json3-dev zlib1g-dev
   # Debian's oneDNN CMake package (built with an OpenCL GPU runtime) fails to load without
   # the OpenCL headers and library, and libdnnl-dev does not depend on them
   ocl-icd-opencl-dev opencl-c-headers

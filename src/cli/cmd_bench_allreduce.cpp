@@ -1,4 +1,4 @@
-// `ringtrain bench allreduce --rank R --peers LIST [--json]`: ring all-reduce bandwidth for
+// `ringtrain bench allreduce --rank R --peers LIST [--key FILE] [--json]`: ring all-reduce bandwidth for
 // sizes from 4 KB to 256 MB, reported like nccl-tests:
 //   algbw = bytes / time,   busbw = algbw * 2 (N-1) / N   (MB = 10^6 bytes)
 // Every run's result is checked (integer-valued inputs make the sums exact), so a number is
@@ -109,6 +109,11 @@ int cmd_bench_allreduce(int argc, char** argv) {
       ("job", "job id (must match on every rank)", cxxopts::value<std::string>()->default_value("bench-allreduce"))
       ("connect-timeout", "seconds to wait for every rank", cxxopts::value<double>()->default_value("120"))
       ("peer-timeout", "seconds of silence before a peer counts as lost", cxxopts::value<double>()->default_value(std::to_string(int(net::kDefaultPeerTimeoutS))))
+      ("stall-timeout", "seconds without progress in one all-reduce before it fails (0: never)",
+       cxxopts::value<double>()->default_value(std::to_string(static_cast<int>(net::kDefaultStallTimeoutS))))
+      ("key", "the job key file (ringtrain keygen): encrypted, authenticated ranks; the same on every rank",
+       cxxopts::value<std::string>())
+      ("insecure", "allow plaintext between hosts without --key (anyone reaching the ports can join)")
       ("h,help", "this help");
   cxxopts::ParseResult r;
   try {
@@ -136,6 +141,9 @@ int cmd_bench_allreduce(int argc, char** argv) {
   o.chunk_bytes = parse_size(r["chunk-bytes"].as<std::string>());
   o.connect_timeout_s = r["connect-timeout"].as<double>();
   o.peer_timeout_s = r["peer-timeout"].as<double>();
+  o.stall_timeout_s = r["stall-timeout"].as<double>();
+  if (r.count("key")) o.key = net::load_job_key(r["key"].as<std::string>());
+  o.insecure = r.count("insecure") > 0;
   // Settings that change what the ranks exchange must agree; the handshake checks them.
   o.config_text = "--wire=" + r["wire"].as<std::string>() + "\n--op=" + op_name + "\n--chunk-bytes=" +
                   std::to_string(o.chunk_bytes) + "\n--sizes=" + [&] {

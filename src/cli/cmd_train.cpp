@@ -1,10 +1,11 @@
-// Subcommands around a training run: train, eval, sample, export, import, status, stop.
+// Subcommands around a training run: train, eval, sample, export, import, keygen, status, stop.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include <cxxopts.hpp>
@@ -17,6 +18,7 @@
 #include "ringtrain/io/safetensors.hpp"
 #include "ringtrain/model/layout.hpp"
 #include "ringtrain/net/communicator.hpp"
+#include "ringtrain/net/job_key.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/evaluate.hpp"
 #include "ringtrain/train/model_io.hpp"
@@ -53,6 +55,13 @@ T need(const cxxopts::ParseResult& r, const char* name, const char* cmd) {
 
 void set_threads(int n) {
   if (n > 0) omp_set_num_threads(n);
+}
+
+const char* kKeyHelp = "the job's key file (ringtrain keygen), when its ranks run with --key";
+
+std::optional<net::JobKey> key_flag(const cxxopts::ParseResult& r) {
+  if (!r.count("key")) return std::nullopt;
+  return net::load_job_key(r["key"].as<std::string>());
 }
 
 }  // namespace
@@ -218,15 +227,31 @@ int cmd_import(int argc, char** argv) {
   return 0;
 }
 
+int cmd_keygen(int argc, char** argv) {
+  cxxopts::Options spec(argv[0], "Write a new job key: 32 random bytes, readable by you only. Every rank and every "
+                                 "status/stop client of a job needs the same key (--key FILE).");
+  spec.add_options()("out", "the key file to write", cxxopts::value<std::string>())(
+      "force", "replace an existing file (ranks and clients holding the old key are locked out)");
+  cxxopts::ParseResult r;
+  if (!parse(spec, argc, argv, r, "ringtrain keygen --out job.key && scp -p job.key 10.0.0.2:ringtrain/")) return 0;
+  const auto out = need<std::string>(r, "out", argv[0]);
+  net::write_new_job_key(out, r.count("force") > 0);
+  std::printf("wrote %s (mode 600); copy it to every host keeping it private (e.g. scp -p %s HOST:DIR/) and pass "
+              "--key %s to train, bench allreduce, status and stop\n",
+              out.c_str(), out.c_str(), out.c_str());
+  return 0;
+}
+
 int cmd_status(int argc, char** argv) {
   cxxopts::Options spec(argv[0], "Ask a running job (any rank's HOST:PORT from --peers) for its state.");
   spec.add_options()("address", "HOST:PORT", cxxopts::value<std::string>())("json", "print the raw JSON")(
-      "timeout", "seconds to wait for an answer", cxxopts::value<double>()->default_value("5"));
+      "timeout", "seconds to wait for an answer", cxxopts::value<double>()->default_value("5"))(
+      "key", kKeyHelp, cxxopts::value<std::string>());
   spec.parse_positional({"address"});
   cxxopts::ParseResult r;
-  if (!parse(spec, argc, argv, r, "ringtrain status 10.0.0.1:29500")) return 0;
+  if (!parse(spec, argc, argv, r, "ringtrain status 10.0.0.1:29500 --key job.key")) return 0;
   const auto addr = need<std::string>(r, "address", argv[0]);
-  const auto reply = net::request(addr, "status", r["timeout"].as<double>());
+  const auto reply = net::request(addr, "status", r["timeout"].as<double>(), key_flag(r));
   if (r.count("json")) {
     std::printf("%s\n", reply.c_str());
     return 0;
@@ -249,11 +274,13 @@ int cmd_status(int argc, char** argv) {
 int cmd_stop(int argc, char** argv) {
   cxxopts::Options spec(argv[0], "Ask a running job (any rank's HOST:PORT) to checkpoint on every rank and exit 0.");
   spec.add_options()("address", "HOST:PORT", cxxopts::value<std::string>())(
-      "timeout", "seconds to wait for an answer", cxxopts::value<double>()->default_value("5"));
+      "timeout", "seconds to wait for an answer", cxxopts::value<double>()->default_value("5"))(
+      "key", kKeyHelp, cxxopts::value<std::string>());
   spec.parse_positional({"address"});
   cxxopts::ParseResult r;
-  if (!parse(spec, argc, argv, r, "ringtrain stop 10.0.0.1:29500")) return 0;
-  std::printf("%s\n", net::request(need<std::string>(r, "address", argv[0]), "stop", r["timeout"].as<double>()).c_str());
+  if (!parse(spec, argc, argv, r, "ringtrain stop 10.0.0.1:29500 --key job.key")) return 0;
+  std::printf("%s\n",
+              net::request(need<std::string>(r, "address", argv[0]), "stop", r["timeout"].as<double>(), key_flag(r)).c_str());
   return 0;
 }
 

@@ -26,6 +26,7 @@ const Command kCommands[] = {
     {"sample", rt::cli::cmd_sample, "generate text from a checkpoint"},
     {"export", rt::cli::cmd_export, "write a checkpoint as nanochat-keyed safetensors"},
     {"import", rt::cli::cmd_import, "read nanochat-keyed safetensors into a checkpoint"},
+    {"keygen", rt::cli::cmd_keygen, "write a new job key (--key FILE of every rank and client)"},
     {"status", rt::cli::cmd_status, "ask a running job for its state"},
     {"stop", rt::cli::cmd_stop, "ask a running job to checkpoint and exit"},
 };

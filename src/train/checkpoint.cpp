@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,9 @@ namespace fs = std::filesystem;
 
 namespace rt::train {
 namespace {
+
+// Suffix of a step directory renamed aside while its replacement is put in place.
+constexpr char kSetAside[] = ".old-";
 
 void fsync_path(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -106,21 +110,40 @@ std::string CheckpointWriter::commit(nlohmann::json meta) {
   const std::string text = meta.dump(2) + "\n";
   io::write_file_atomic(path("meta.json"), text.data(), text.size());
   fsync_path(tmp_dir_);
+  const std::string parent = fs::path(final_dir_).parent_path().string();
   std::error_code ec;
   if (fs::exists(final_dir_)) {
-    // Saving the same step again (e.g. after a resume): replace the old one whole.
-    const std::string old = final_dir_ + ".old-" + std::to_string(::getpid());
+    // Saving the same step again (e.g. after a resume): the old copy stays valid until the
+    // new one is in place.
+    const std::string old = final_dir_ + kSetAside + std::to_string(::getpid());
     fs::rename(final_dir_, old, ec);
     if (ec) throw RuntimeError("cannot replace " + final_dir_ + ": " + ec.message());
     fs::rename(tmp_dir_, final_dir_, ec);
-    fs::remove_all(old);
+    if (ec) {
+      std::error_code back;
+      fs::rename(old, final_dir_, back);
+      throw RuntimeError("cannot rename " + tmp_dir_ + " to " + final_dir_ + ": " + ec.message() +
+                         (back ? "; the previous copy is in " + old : "; the previous copy is kept"));
+    }
+    fsync_path(parent);
+    fs::remove_all(old, ec);
   } else {
     fs::rename(tmp_dir_, final_dir_, ec);
+    if (ec) throw RuntimeError("cannot rename " + tmp_dir_ + " to " + final_dir_ + ": " + ec.message());
   }
-  if (ec) throw RuntimeError("cannot rename " + tmp_dir_ + " to " + final_dir_ + ": " + ec.message());
-  fsync_path(fs::path(final_dir_).parent_path().string());
+  fsync_path(parent);
   committed_ = true;
   return final_dir_;
+}
+
+void require_finite(const model::ParamSet& params, int64_t step) {
+  for (const auto& p : params.all())
+    for (int64_t i = 0; i < p.numel; ++i)
+      if (!std::isfinite(p.data[i]))
+        throw RuntimeError("parameters hold " + std::string(std::isnan(p.data[i]) ? "NaN" : "Inf") + " at step " +
+                           std::to_string(step) + " (first in " + p.name + ", element " + std::to_string(i) +
+                           "); no checkpoint of step " + std::to_string(step) +
+                           " is written. Resume from the last valid one (--resume) with a lower learning rate");
 }
 
 nlohmann::json verify_checkpoint(const std::string& dir) {
@@ -128,29 +151,40 @@ nlohmann::json verify_checkpoint(const std::string& dir) {
   const fs::path meta_path = fs::path(dir) / "meta.json";
   if (!fs::exists(meta_path))
     throw UsageError(where + " has no meta.json (incomplete or not a checkpoint); use another checkpoint");
+  auto corrupt = [&](const std::string& what) {
+    return UsageError(where + " is corrupt: " + what + "; delete it or resume from an older one");
+  };
   nlohmann::json meta;
   try {
     const auto text = io::read_file(meta_path.string());
     meta = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
-    throw UsageError(where + " is corrupt: meta.json does not parse (" + std::string(e.what()) +
-                     "); delete it or resume from an older one");
+    throw corrupt("meta.json does not parse (" + std::string(e.what()) + ")");
   }
-  if (meta.value("format", "") != "ringtrain-checkpoint" || !meta.contains("files"))
+  if (!meta.is_object() || !meta.contains("format") || meta["format"] != "ringtrain-checkpoint" ||
+      !meta.contains("files"))
     throw UsageError(where + " is not a ringtrain checkpoint (meta.json lacks format/files)");
+  // Every field read later must have its type: a meta.json edited or damaged into another
+  // shape is refused here, like a file that fails its CRC.
+  if (!meta["files"].is_object()) throw corrupt("meta.json's files is not an object");
+  if (meta.contains("step") && !meta["step"].is_number_integer()) throw corrupt("meta.json's step is not an integer");
+  if (meta.contains("model_config") && !meta["model_config"].is_object())
+    throw corrupt("meta.json's model_config is not an object");
   for (const auto& [name, info] : meta["files"].items()) {
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+      throw corrupt("meta.json lists a file named '" + name + "'");
+    if (!info.is_object() || !info.contains("bytes") || !info["bytes"].is_number_unsigned() || !info.contains("crc32") ||
+        !info["crc32"].is_number_unsigned())
+      throw corrupt("meta.json's entry for " + name + " lacks its size or CRC-32");
     const fs::path p = fs::path(dir) / name;
     std::error_code ec;
     const auto size = fs::file_size(p, ec);
-    if (ec)
-      throw UsageError(where + " is corrupt: " + name + " is missing; delete it or resume from an older one");
+    if (ec) throw corrupt(name + " is missing");
     if (size != info["bytes"].get<uint64_t>())
-      throw UsageError(where + " is corrupt: " + name + " has " + std::to_string(size) + " bytes, expected " +
-                       std::to_string(info["bytes"].get<uint64_t>()) + "; delete it or resume from an older one");
+      throw corrupt(name + " has " + std::to_string(size) + " bytes, expected " + std::to_string(info["bytes"].get<uint64_t>()));
     const auto data = io::read_file(p.string());
-    if (crc32_of(data.data(), data.size()) != info["crc32"].get<uint32_t>())
-      throw UsageError(where + " is corrupt: " + name +
-                       " fails its CRC-32 check; delete it or resume from an older one");
+    if (uint64_t(crc32_of(data.data(), data.size())) != info["crc32"].get<uint64_t>())
+      throw corrupt(name + " fails its CRC-32 check");
   }
   return meta;
 }
@@ -172,9 +206,23 @@ std::vector<int64_t> checkpoint_steps(const std::string& run_dir, int rank) {
 }
 
 std::optional<std::string> newest_valid_checkpoint(const std::string& run_dir, int rank) {
-  auto steps = checkpoint_steps(run_dir, rank);
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    const std::string dir = (fs::path(rank_dir(run_dir, rank)) / step_dir_name(*it)).string();
+  // Candidates, newest first: every step directory, and copies set aside by a commit that
+  // was interrupted before the new copy was in place (their step directory is missing).
+  std::vector<std::pair<int64_t, std::string>> candidates;
+  const fs::path parent = rank_dir(run_dir, rank);
+  for (int64_t step : checkpoint_steps(run_dir, rank)) candidates.emplace_back(step, (parent / step_dir_name(step)).string());
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    const std::string n = e.path().filename().string();
+    const auto aside = n.find(kSetAside);
+    if (n.rfind("step_", 0) != 0 || aside == std::string::npos || fs::exists(parent / n.substr(0, aside))) continue;
+    try {
+      candidates.emplace_back(std::stoll(n.substr(5, aside - 5)), e.path().string());
+    } catch (...) {
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [step, dir] : candidates) {
     try {
       verify_checkpoint(dir);
       return dir;

@@ -100,6 +100,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ("job-id", "job name checked at the handshake", cxxopts::value<std::string>()->default_value("ringtrain"))
       ("connect-timeout", "seconds to wait for every rank to arrive", cxxopts::value<double>()->default_value("120"))
       ("peer-timeout", "seconds of silence after which a rank counts as lost", cxxopts::value<double>()->default_value(number_text(net::kDefaultPeerTimeoutS)))
+      ("stall-timeout", "seconds without progress in one collective (a live rank that does not take part) before the job stops (0: never)",
+       cxxopts::value<double>()->default_value(number_text(net::kDefaultStallTimeoutS)))
+      ("key", "the job key file (ringtrain keygen), the same on every rank: only its holders can join, read or stop the job, and all traffic is encrypted",
+       cxxopts::value<std::string>())
+      ("insecure", "allow plaintext between hosts without --key (anyone who reaches the ports can join, read or stop the job)")
       ("chunk-bytes", "ring all-reduce chunk size", cxxopts::value<int64_t>()->default_value(std::to_string(net::kDefaultChunkBytes)));
   spec.add_options()("h,help", "this help");
 
@@ -116,8 +121,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     std::printf(
         "examples:\n"
         "  one process:  ringtrain train --data data/kdoc --out runs/d4 --depth 4 --seq-len 512 --steps 2000\n"
-        "  two hosts:    ringtrain train --data data/kdoc --out runs/d8 --rank 0 --peers 10.0.0.1:29500,10.0.0.2:29500\n"
-        "                ringtrain train --data data/kdoc --out runs/d8 --rank 1 --peers 10.0.0.1:29500,10.0.0.2:29500\n");
+        "  two hosts:    ringtrain keygen --out job.key   (then copy job.key to the other host)\n"
+        "                ringtrain train --data data/kdoc --out runs/d8 --key job.key --rank 0 --peers 10.0.0.1:29500,10.0.0.2:29500\n"
+        "                ringtrain train --data data/kdoc --out runs/d8 --key job.key --rank 1 --peers 10.0.0.1:29500,10.0.0.2:29500\n");
     return false;
   }
 
@@ -150,6 +156,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     o.job_id = r["job-id"].as<std::string>();
     o.connect_timeout_s = r["connect-timeout"].as<double>();
     o.peer_timeout_s = r["peer-timeout"].as<double>();
+    o.stall_timeout_s = r["stall-timeout"].as<double>();
+    if (r.count("key")) o.key = net::load_job_key(r["key"].as<std::string>());
+    o.insecure = r.count("insecure") > 0;
     o.chunk_bytes = r["chunk-bytes"].as<int64_t>();
     const std::string sync = r["sync"].as<std::string>();
     if (sync == "grad") o.sync = SyncMode::Grad;
@@ -180,6 +189,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
           "--rank " + std::to_string(o.rank) + " is outside --peers (" + std::to_string(o.world()) +
               " ranks, 0-based)");
   require(o.connect_timeout_s > 0 && o.peer_timeout_s > 0, "timeouts must be positive");
+  require(o.stall_timeout_s >= 0, "--stall-timeout must be 0 (never) or a number of seconds");
   require(o.chunk_bytes >= 4096, "--chunk-bytes must be at least 4096");
   return true;
 }

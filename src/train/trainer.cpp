@@ -25,6 +25,7 @@
 #include "ringtrain/train/memory_check.hpp"
 #include "ringtrain/train/metrics.hpp"
 #include "ringtrain/train/model_io.hpp"
+#include "ringtrain/train/peer_values.hpp"
 #include "ringtrain/train/replica_check.hpp"
 #include "ringtrain/train/resume_step.hpp"
 #include "ringtrain/train/step_reports.hpp"
@@ -108,15 +109,18 @@ void Trainer::connect() {
                    "\ndata.vocab=" + std::to_string(data_.vocab) + "\n";
   co.connect_timeout_s = o_.connect_timeout_s;
   co.peer_timeout_s = o_.peer_timeout_s;
+  co.stall_timeout_s = o_.stall_timeout_s;
   co.chunk_bytes = size_t(o_.chunk_bytes);
+  co.key = o_.key;
+  co.insecure = o_.insecure;
+  co.log = [](const std::string& line) { logf("%s", line.c_str()); };
   co.service_handler = service_handler();
   logf("waiting for %d ranks (connect timeout %.0f s)", o_.world(), o_.connect_timeout_s);
   comm_ = std::make_unique<net::Communicator>(std::move(co));
   rank_batch_ = comm_->all_gather_record<int64_t>(o_.device_batch);
   for (size_t r = 0; r < rank_batch_.size(); ++r)
     if (rank_batch_[r] < 1 || rank_batch_[r] > kMaxDeviceBatch)
-      throw RuntimeError("rank " + std::to_string(r) + " announced --device-batch " + std::to_string(rank_batch_[r]) +
-                         "; every rank must run the same ringtrain build");
+      bad_peer_value(*comm_, int(r), "--device-batch " + std::to_string(rank_batch_[r]));
   logf("ring of %d ranks is up", o_.world());
 }
 
@@ -198,6 +202,7 @@ void Trainer::resume_or_init() {
 }
 
 void Trainer::save_checkpoint(const char* why) {
+  require_finite(model_->params(), step_);  // never a valid-looking checkpoint of NaN/Inf
   const double t0 = now_s();
   CheckpointWriter w(o_.out_dir, o_.rank, step_);
   save_weights(w.path("model.safetensors"), *model_);

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include <boost/test/unit_test.hpp>
+
 #include "spawn.hpp"
 
 namespace nettest {
@@ -16,6 +18,12 @@ std::string hosts_script() {
 }
 
 }  // namespace
+
+bool namespaces_unavailable() {
+  if (geteuid() == 0) return false;
+  BOOST_TEST_MESSAGE("skipped: network namespaces need root (CI runs as root)");
+  return true;
+}
 
 NetnsHosts::NetnsHosts(int count, const std::string& tag, const std::string& options)
     : prefix_("rt" + tag + std::to_string(getpid() % 100000) + "x"), count_(count) {

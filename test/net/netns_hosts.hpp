@@ -7,6 +7,10 @@ namespace nettest {
 
 // Creates the hosts on construction (throws std::runtime_error with the script's output if
 // that fails) and always deletes them on destruction.
+// True (after a test message) when this process cannot create namespaces: not root. CI
+// runs as root; elsewhere the namespace tests skip.
+bool namespaces_unavailable();
+
 class NetnsHosts {
  public:
   // tag: a few letters that keep concurrent tests apart; options: passed to `hosts.sh up`,

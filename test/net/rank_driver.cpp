@@ -1,10 +1,13 @@
-// One rank of a test job: `net_rank_driver --rank R --peers LIST --scenario NAME [options]`.
+// One rank of a test job: `net_rank_driver --rank R --peers LIST --scenario NAME [options]`
+// (options: --key FILE, --insecure 1, --stall-timeout S, --seconds S, ...), or a service
+// client: `net_rank_driver --request HOST:PORT TEXT [KEYFILE]`.
 // The tests in this folder start several of these as real processes on loopback (or in
 // network namespaces) and check their exit codes and messages. Exit 0 when every check of
 // the scenario passed, 1 on a runtime failure or a wrong result, 2 on bad usage or a
 // handshake mismatch: the same codes as `ringtrain`.
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "ring_values.hpp"
 #include "ringtrain/net/communicator.hpp"
 
 using namespace rt::net;
@@ -20,24 +24,14 @@ namespace {
 
 struct Args {
   int rank = 0;
-  std::string peers, scenario = "exact", job = "test-job", config = "depth=4\n";
-  double connect_timeout = 30, peer_timeout = 10;
+  std::string peers, scenario = "exact", job = "test-job", config = "depth=4\n", key;
+  double connect_timeout = 30, peer_timeout = 10, stall_timeout = kDefaultStallTimeoutS, seconds = 5;
+  bool insecure = false;
   size_t chunk_bytes = 256 << 10;
   size_t big_floats = 16u << 20;  // 64 MB
 };
 
 [[noreturn]] void wrong(const std::string& what) { throw rt::RuntimeError("wrong result: " + what); }
-
-// Integer-valued input, different on every rank, call and element: sums are exact.
-float value(int rank, size_t i, int salt) {
-  return static_cast<float>(static_cast<int>((i * 2654435761u + static_cast<size_t>(rank) * 97 + salt * 13) % 17) - 8);
-}
-
-float expected_sum(int world, size_t i, int salt) {
-  float s = 0;
-  for (int r = 0; r < world; ++r) s += value(r, i, salt);
-  return s;
-}
 
 void fill(std::vector<float>& v, int rank, int salt) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = value(rank, i, salt);
@@ -215,7 +209,7 @@ void scenario_serve(Communicator& c, const Args&) {
   std::atomic<bool> quit{false};
   int r = c.rank();
   c.set_service_handler([&quit, r](const std::string& text) {
-    if (text == "quit") quit = true;
+    if (text == "quit" || text == "stop") quit = true;
     return "rank " + std::to_string(r) + " got '" + text + "'";
   });
   c.barrier();
@@ -223,6 +217,46 @@ void scenario_serve(Communicator& c, const Args&) {
   for (int k = 0; k < 1200 && !quit; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   if (!quit) wrong("no quit request came");
   c.barrier();
+}
+
+// Exact all-reduces back to back for about --seconds (rank 0's clock decides for all, so
+// every rank runs the same collectives): the job under attack must go on.
+void scenario_soak(Communicator& c, const Args& a) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.seconds);
+  int k = 0;
+  while (true) {
+    float go = k < 3 || std::chrono::steady_clock::now() < end ? 1.0f : 0.0f;
+    c.broadcast(&go, 1, 0, Wire::F32);
+    if (go == 0) break;
+    check_all_reduce(c, a.big_floats, ReduceOp::Sum, Wire::F32, ++k);
+    if (k == 1) std::printf("rank %d: soaking\n", c.rank()), std::fflush(stdout);
+  }
+  std::printf("rank %d: soak ok after %d all-reduces\n", c.rank(), k);
+}
+
+// One all-reduce of --big-floats with salt 1: the victim of a hostile peer (hostile_peer.cpp
+// plays rank 1 and knows these values).
+void scenario_single(Communicator& c, const Args& a) {
+  check_all_reduce(c, a.big_floats, ReduceOp::Sum, Wire::F32, 1);
+  std::printf("rank %d: single ok\n", c.rank());
+}
+
+// Rank 0 runs an all-reduce; the others stay alive (heartbeats go on) and never join it.
+void scenario_stall(Communicator& c, const Args& a) {
+  if (c.rank() == 0) {
+    check_all_reduce(c, 1000, ReduceOp::Sum, Wire::F32, 1);
+    wrong("the all-reduce returned although rank 1 never took part");
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(a.seconds));
+}
+
+// Peak resident memory of this process, in MB (VmHWM), for the bounded-memory checks.
+long peak_rss_mb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6)) / 1024;
+  return -1;
 }
 
 Args parse(int argc, char** argv) {
@@ -238,6 +272,10 @@ Args parse(int argc, char** argv) {
     else if (k == "--peer-timeout") a.peer_timeout = std::stod(v);
     else if (k == "--chunk-bytes") a.chunk_bytes = std::stoul(v);
     else if (k == "--big-floats") a.big_floats = std::stoul(v);
+    else if (k == "--key") a.key = v;
+    else if (k == "--insecure") a.insecure = v == "1";
+    else if (k == "--stall-timeout") a.stall_timeout = std::stod(v);
+    else if (k == "--seconds") a.seconds = std::stod(v);
     else throw rt::UsageError("unknown option " + k);
   }
   return a;
@@ -247,8 +285,10 @@ Args parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc == 4 && std::string(argv[1]) == "--request") {  // client mode: one service request
-      std::printf("%s\n", request(argv[2], argv[3], 5).c_str());
+    if ((argc == 4 || argc == 5) && std::string(argv[1]) == "--request") {  // client mode: one service request
+      std::optional<JobKey> key;
+      if (argc == 5) key = load_job_key(argv[4]);
+      std::printf("%s\n", request(argv[2], argv[3], 5, key).c_str());
       return 0;
     }
     Args a = parse(argc, argv);
@@ -260,6 +300,9 @@ int main(int argc, char** argv) {
     o.connect_timeout_s = a.connect_timeout;
     o.peer_timeout_s = a.peer_timeout;
     o.chunk_bytes = a.chunk_bytes;
+    o.stall_timeout_s = a.stall_timeout;
+    if (!a.key.empty()) o.key = load_job_key(a.key);
+    o.insecure = a.insecure;
     // Readiness lines for the tests: this rank now waits for the others, then the ring is up.
     std::printf("rank %d: waiting for %zu ranks\n", a.rank, o.peers.size()), std::fflush(stdout);
     Communicator c(o);
@@ -270,13 +313,18 @@ int main(int argc, char** argv) {
     else if (a.scenario == "serve") scenario_serve(c, a);
     else if (a.scenario == "exact_then_serve") scenario_exact(c, a), scenario_serve(c, a);
     else if (a.scenario == "hello") c.barrier();
+    else if (a.scenario == "soak") scenario_soak(c, a);
+    else if (a.scenario == "single") scenario_single(c, a);
+    else if (a.scenario == "stall") scenario_stall(c, a);
     else throw rt::UsageError("unknown scenario " + a.scenario);
+    std::printf("rank %d: peak RSS %ld MB\n", a.rank, peak_rss_mb());
     return 0;
   } catch (const rt::UsageError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
+    std::printf("peak RSS %ld MB\n", peak_rss_mb());
     return 1;
   }
 }

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "ringtrain/net/job_key.hpp"
+
 namespace nettest {
 namespace {
 
@@ -64,12 +66,26 @@ std::string scratch_dir() {
   return dir;
 }
 
+std::string key_file(const std::string& name) {
+  const std::string path = scratch_dir() + "/" + name;
+  if (!std::filesystem::exists(path)) rt::net::write_new_job_key(path, false);
+  return path;
+}
+
 int port_base(int slot) { return 20000 + (getpid() % 490) * 20 + slot * 5; }
 
 std::string loopback_peers(int world, int first_port) {
   std::string s;
   for (int r = 0; r < world; ++r) s += (r ? "," : "") + std::string("127.0.0.1:") + std::to_string(first_port + r);
   return s;
+}
+
+rt::net::CommOptions loopback_options(int world, int rank, int first_port) {
+  rt::net::CommOptions o;
+  o.rank = rank;
+  o.peers = rt::net::parse_peers(loopback_peers(world, first_port));
+  o.connect_timeout_s = 30;
+  return o;
 }
 
 Proc spawn(const std::vector<std::string>& argv, const std::string& tag) {
@@ -138,6 +154,8 @@ void wait_all(std::vector<Proc>& procs, double deadline_s) {
 }
 
 bool alive(pid_t pid) { return kill(pid, 0) == 0; }
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 bool wait_until(const std::function<bool()>& ready, double deadline_s) {
   const auto deadline = Clock::now() + std::chrono::duration<double>(deadline_s);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/net/communicator.hpp"
+
 namespace nettest {
 
 struct Proc {
@@ -24,9 +26,13 @@ std::string driver_path();
 std::string ringtrain_path();
 // A scratch directory unique to this test process.
 std::string scratch_dir();
+// A job key file in the scratch directory (made on first use): `ringtrain keygen` output.
+std::string key_file(const std::string& name = "job.key");
 // A block of loopback ports unlikely to clash with concurrent tests: derived from our pid.
 int port_base(int slot);
 std::string loopback_peers(int world, int first_port);
+// Options of rank `rank` of an in-process job on loopback ports from `first_port`.
+rt::net::CommOptions loopback_options(int world, int rank, int first_port);
 
 Proc spawn(const std::vector<std::string>& argv, const std::string& tag);
 // Starts `world` rank drivers with the given scenario and extra options.
@@ -48,5 +54,6 @@ bool wait_for_output(const std::vector<Proc>& procs, const std::string& marker, 
                      Stream stream = Stream::Out);
 // Runs a shell command, returns its exit code and output (stdout+stderr).
 int run_shell(const std::string& cmd, std::string* output = nullptr);
+bool contains(const std::string& s, const std::string& part);
 
 }  // namespace nettest

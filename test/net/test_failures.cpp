@@ -11,19 +11,14 @@
 
 using namespace nettest;
 
-namespace {
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-}  // namespace
-
 BOOST_AUTO_TEST_SUITE(handshake)
 
+// With a key, each rank names the first differing flag and both values, from its side.
 BOOST_AUTO_TEST_CASE(config_mismatch_fails_on_every_rank) {
   std::string peers = loopback_peers(3, port_base(0));
   std::vector<Proc> procs;
   for (int r = 0; r < 3; ++r)
-    procs.push_back(spawn({driver_path(), "--rank", std::to_string(r), "--peers", peers, "--scenario", "hello",
+    procs.push_back(spawn({driver_path(), "--rank", std::to_string(r), "--peers", peers, "--scenario", "hello", "--key", key_file(),
                            "--config", r == 1 ? "--depth=4\n--seq-len=1024\n" : "--depth=8\n--seq-len=1024\n"},
                           "mismatch"));
   wait_all(procs, 60);
@@ -37,12 +32,29 @@ BOOST_AUTO_TEST_CASE(config_mismatch_fails_on_every_rank) {
   BOOST_TEST(contains(procs[0].err(), "rank 1 (127.0.0.1:" + std::to_string(port_base(0) + 1) + ")"));
 }
 
+// Without a key the ranks compare fingerprints: every rank still stops, saying so.
+BOOST_AUTO_TEST_CASE(config_mismatch_without_key_fails_on_every_rank_without_naming_values) {
+  std::string peers = loopback_peers(2, port_base(1));
+  std::vector<Proc> procs;
+  for (int r = 0; r < 2; ++r)
+    procs.push_back(spawn({driver_path(), "--rank", std::to_string(r), "--peers", peers, "--scenario", "hello", "--config",
+                           r == 1 ? "--depth=4\n" : "--depth=8\n"},
+                          "mismatch-plain"));
+  wait_all(procs, 60);
+  for (auto& p : procs) {
+    BOOST_TEST_INFO(p.err());
+    BOOST_TEST(p.exit_code == 2);
+    BOOST_TEST(contains(p.err(), "job id or config mismatch with rank"));
+    BOOST_TEST(!contains(p.err(), "--depth"));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(job_mismatch_fails_on_both_ranks) {
   std::string peers = loopback_peers(2, port_base(0));
   std::vector<Proc> procs;
   for (int r = 0; r < 2; ++r)
-    procs.push_back(spawn({driver_path(), "--rank", std::to_string(r), "--peers", peers, "--scenario", "hello", "--job",
-                           r ? "job-b" : "job-a"},
+    procs.push_back(spawn({driver_path(), "--rank", std::to_string(r), "--peers", peers, "--scenario", "hello", "--key", key_file(),
+                           "--job", r ? "job-b" : "job-a"},
                           "job"));
   wait_all(procs, 60);
   for (auto& p : procs) {

@@ -1,11 +1,17 @@
 // In-process checks of the pieces that need no network: --peers parsing, shards, bf16
-// rounding, handshake comparison messages.
+// rounding, handshake comparison messages, the refusal log, job key files.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 
 #include "bf16.hpp"
 #include "handshake.hpp"
+#include "refusal_log.hpp"
 #include "ringtrain/net/communicator.hpp"
+#include "ringtrain/net/job_key.hpp"
+#include "spawn.hpp"
 
 using namespace rt::net;
 
@@ -58,22 +64,89 @@ BOOST_AUTO_TEST_CASE(bf16_rounds_to_nearest_even) {
 }
 
 BOOST_AUTO_TEST_CASE(handshake_names_first_differing_key) {
-  Hello a{"job", 2, 0, "--depth=8\n--seq-len=1024\n"};
-  Hello b{"job", 2, 1, "--depth=4\n--seq-len=1024\n"};
+  Hello a{"job", 2, 0, "--depth=8\n--seq-len=1024\n", ""};
+  Hello b{"job", 2, 1, "--depth=4\n--seq-len=1024\n", ""};
   BOOST_TEST(compare_hello(a, a, "x:1") == "");
   std::string m = compare_hello(a, b, "10.0.0.2:29500");
   BOOST_TEST(m == "config mismatch with rank 1 (10.0.0.2:29500): --depth is 8 here and 4 there; start every rank with the same flags");
-  Hello c{"other", 2, 1, a.config_text};
+  Hello c{"other", 2, 1, a.config_text, ""};
   BOOST_TEST(compare_hello(a, c, "h:1").find("job id mismatch") != std::string::npos);
-  Hello d{"job", 3, 1, a.config_text};
+  Hello d{"job", 3, 1, a.config_text, ""};
   BOOST_TEST(compare_hello(a, d, "h:1").find("world size mismatch") != std::string::npos);
-  Hello e{"job", 2, 1, "--depth=8\n--seq-len=1024\n--extra=1\n"};
+  Hello e{"job", 2, 1, "--depth=8\n--seq-len=1024\n--extra=1\n", ""};
   BOOST_TEST(compare_hello(a, e, "h:1").find("--extra is (unset) here and 1 there") != std::string::npos);
   auto round = decode_hello(encode_hello(b));
   BOOST_REQUIRE(round.has_value());
   BOOST_TEST(round->rank == 1);
   BOOST_TEST(round->config_text == b.config_text);
   BOOST_TEST(!decode_hello("GET / HTTP/1.1\r\n").has_value());
+  BOOST_TEST(!decode_hello("ringtrain-hello 2\njob=x\nworld=2x\nrank=1\n").has_value());
+}
+
+// Without a key the hello carries only a fingerprint: equal settings match, different ones
+// are noticed, and neither the job id nor any config key or value is in the text.
+BOOST_AUTO_TEST_CASE(fingerprint_hello_reveals_nothing_and_still_compares) {
+  Hello a{"secret-job", 2, 0, "--depth=8\n--data-dir=/home/alice/private\n", ""};
+  Hello b{"secret-job", 2, 1, "--depth=4\n--data-dir=/home/alice/private\n", ""};
+  const std::string text = encode_hello(fingerprint_form(b));
+  for (const char* leak : {"secret-job", "depth", "alice", "private", "=4"}) BOOST_TEST(text.find(leak) == std::string::npos, text);
+  auto theirs = decode_hello(text);
+  BOOST_REQUIRE(theirs.has_value());
+  BOOST_TEST(theirs->fingerprint_only());
+  BOOST_TEST(compare_hello(fingerprint_form(a), fingerprint_form(Hello{a.job_id, 2, 1, a.config_text, ""}), "h:1") == "");
+  const std::string m = compare_hello(fingerprint_form(a), *theirs, "h:1");
+  BOOST_TEST(m.find("job id or config mismatch with rank 1 (h:1)") == 0, m);
+  BOOST_TEST(compare_hello(a, *theirs, "h:1").find("--key") != std::string::npos);  // keyed vs keyless
+  // A refusal carries a generic reason and, only where the caller puts it there, a hello.
+  std::string reason, hello;
+  decode_refusal(encode_refusal("its settings differ", ""), reason, hello);
+  BOOST_TEST(reason == "its settings differ");
+  BOOST_TEST(hello.empty());
+}
+
+BOOST_AUTO_TEST_CASE(refusal_log_is_bounded_per_address_and_reason) {
+  std::vector<std::string> lines;
+  RefusalLog log([&](const std::string& l) { lines.push_back(l); });
+  for (int i = 0; i < 500; ++i) log.refused("10.0.0.9:" + std::to_string(40000 + i), "no key");
+  log.refused("10.0.0.7:1", "no key");
+  log.refused("10.0.0.9:2", "another key");
+  BOOST_REQUIRE_EQUAL(lines.size(), 3u);
+  BOOST_TEST(lines[0] == "refused a connection from 10.0.0.9:40000: no key; the job goes on");
+  BOOST_TEST(lines[1].find("10.0.0.7:1") != std::string::npos);
+  BOOST_TEST(lines[2].find("another key") != std::string::npos);
+}
+
+// Key files: 32 bytes, owner-only, or a one-line usage error saying what to do.
+BOOST_AUTO_TEST_CASE(job_key_files_are_checked) {
+  const std::string dir = nettest::scratch_dir() + "/keys";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/job.key";
+  std::filesystem::remove(path);
+  write_new_job_key(path, false);
+  BOOST_TEST(std::filesystem::file_size(path) == 32u);
+  const auto owner_rw = std::filesystem::perms::owner_read | std::filesystem::perms::owner_write;
+  BOOST_TEST(((std::filesystem::status(path).permissions() & std::filesystem::perms::all) == owner_rw));
+  const JobKey k1 = load_job_key(path), k1again = load_job_key(path);
+  BOOST_TEST((k1.public_key == k1again.public_key));  // derived, deterministic
+  auto usage_message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const rt::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  BOOST_TEST(usage_message([&] { write_new_job_key(path, false); }).find("already exists") != std::string::npos);
+  write_new_job_key(path, true);  // --force
+  BOOST_TEST((load_job_key(path).public_key != k1.public_key));
+  std::filesystem::permissions(path, std::filesystem::perms::group_read, std::filesystem::perm_options::add);
+  BOOST_TEST(usage_message([&] { load_job_key(path); }).find("chmod 600") != std::string::npos);
+  const std::string short_key = dir + "/short.key";
+  std::filesystem::remove(short_key);
+  { std::ofstream(short_key) << "0123456789"; }
+  std::filesystem::permissions(short_key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  BOOST_TEST(usage_message([&] { load_job_key(short_key); }).find("has 10 bytes, but a job key is exactly 32") != std::string::npos);
+  BOOST_TEST(usage_message([&] { load_job_key(dir + "/missing.key"); }).find("ringtrain keygen") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -18,7 +18,7 @@ inline std::string port_in_use(const std::string& port, const std::string& addr,
 
 inline std::string never_joined(int rank, const std::string& addr, const std::string& seconds) {
   return "rank " + std::to_string(rank) + " (" + addr + ") never joined within " + seconds +
-         " s; start every rank with the same --peers, and check that the listed addresses are right and that "
+         " s; start every rank with the same --peers and --key, and check that the listed addresses are right and that "
          "firewalls let TCP through to the listed ports";
 }
 

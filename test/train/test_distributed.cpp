@@ -42,8 +42,9 @@ std::vector<Proc> start_ranks(const std::string& out, const std::vector<int>& ba
   std::vector<Proc> procs;
   for (size_t r = 0; r < batches.size(); ++r) {
     std::vector<std::string> m = more;
+    // With the job key: the training path runs over encrypted, authenticated connections.
     m.insert(m.end(), {"--rank", std::to_string(r), "--peers", peers, "--device-batch", std::to_string(batches[r]),
-                       "--peer-timeout", std::to_string(peer_timeout), "--connect-timeout", "60"});
+                       "--peer-timeout", std::to_string(peer_timeout), "--connect-timeout", "60", "--key", nettest::key_file()});
     procs.push_back(nettest::spawn(base_args(out, m), out + "-r" + std::to_string(r)));
   }
   return procs;
@@ -167,21 +168,27 @@ BOOST_AUTO_TEST_CASE(status_and_stop_on_the_job_port_then_resume) {
   BOOST_REQUIRE(wait_for_steps(run_dir("stop") + "/metrics.jsonl", 3, 120));
   std::string out;
   const std::string bin = nettest::ringtrain_path();
-  BOOST_TEST(nettest::run_shell(bin + " status 127.0.0.1:" + std::to_string(port) + " --json", &out) == 0, out);
+  const std::string key = " --key " + nettest::key_file();
+  // Without the key the job refuses to answer, and goes on.
+  BOOST_TEST(nettest::run_shell(bin + " status 127.0.0.1:" + std::to_string(port) + " --json", &out) == 1, out);
+  BOOST_TEST(out.find("the job runs with a key") != std::string::npos, out);
+  BOOST_TEST(nettest::run_shell(bin + " stop 127.0.0.1:" + std::to_string(port), &out) == 1, out);
+  BOOST_TEST(nettest::run_shell(bin + " status 127.0.0.1:" + std::to_string(port) + " --json" + key, &out) == 0, out);
   auto st = nlohmann::json::parse(out.substr(out.find('{')));
   BOOST_TEST(st["step"].get<int>() >= 3);
   BOOST_TEST(st["steps"].get<int>() == 5000);
   BOOST_TEST(st["ranks"].size() == 2u);
   // Ask rank 1's port: the whole job stops at one step, with a checkpoint on every rank.
-  BOOST_TEST(nettest::run_shell(bin + " stop 127.0.0.1:" + std::to_string(port + 1), &out) == 0, out);
+  BOOST_TEST(nettest::run_shell(bin + " stop 127.0.0.1:" + std::to_string(port + 1) + key, &out) == 0, out);
   nettest::wait_all(ranks, 120);
   require_all_ok(ranks);
   const int s0 = newest_step(run_dir("stop"), 0), s1 = newest_step(run_dir("stop"), 1);
   BOOST_TEST(s0 >= 3);
   BOOST_TEST(s0 == s1);
   BOOST_TEST(ranks[0].err().find("stop requested") != std::string::npos, ranks[0].err());
+  BOOST_TEST(ranks[0].err().find("refused a connection from 127.0.0.1:") != std::string::npos, ranks[0].err());
   // Nothing listens on the port any more.
-  BOOST_TEST(nettest::run_shell(bin + " status 127.0.0.1:" + std::to_string(port) + " --timeout 1", &out) == 1, out);
+  BOOST_TEST(nettest::run_shell(bin + " status 127.0.0.1:" + std::to_string(port) + " --timeout 1" + key, &out) == 1, out);
 
   std::vector<std::string> resume = {"--steps", "5000", "--eval-every", "0", "--resume", "--stop-after", std::to_string(s0 + 2)};
   auto again = start_ranks("stop", {2, 2}, port, resume);
@@ -273,7 +280,7 @@ BOOST_AUTO_TEST_CASE(mismatched_flags_are_named_on_every_rank) {
   std::vector<Proc> ranks;
   for (int r = 0; r < 2; ++r) {
     auto a = base_args("mismatch", {"--rank", std::to_string(r), "--peers", peers, "--steps", r == 0 ? "10" : "20",
-                                    "--connect-timeout", "30"});
+                                    "--connect-timeout", "30", "--key", nettest::key_file()});
     ranks.push_back(nettest::spawn(a, "mismatch" + std::to_string(r)));
   }
   nettest::wait_all(ranks, 60);

@@ -1,7 +1,7 @@
 // The README's two-host guide, run as written on two network-namespace hosts whose
-// firewall drops every inbound connection: the guide's nftables command opens the range,
-// its two train commands train, its status/stop commands watch and stop the job, and
-// --resume continues. Commands are read from README.md (the blocks after the
+// firewall drops every inbound connection: the guide's keygen command makes the job key,
+// its nftables command opens the range, its two train commands train, its status/stop
+// commands watch and stop the job, and --resume continues. Commands are read from README.md (the blocks after the
 // <!-- guide:... --> markers) so the test and the guide cannot drift apart.
 #include <boost/test/unit_test.hpp>
 
@@ -70,6 +70,7 @@ BOOST_AUTO_TEST_CASE(two_host_guide_runs_as_written) {
   nettest::NetnsHosts hosts(2, "g");
   const std::string bin = nettest::ringtrain_path(), data = traintest::prepared_data();
   const std::string run = nettest::scratch_dir() + "/guide-run";
+  const std::string key = nettest::scratch_dir() + "/guide.key";
   // Each host: the user's firewall, dropping everything inbound but loopback and replies.
   for (int i = 0; i < 2; ++i) {
     std::string out;
@@ -88,10 +89,16 @@ BOOST_AUTO_TEST_CASE(two_host_guide_runs_as_written) {
     else c = replace_all(c, "build/ringtrain", bin);
     c = replace_all(c, "data/kdoc", data);
     c = replace_all(c, "runs/d4", run);
+    c = replace_all(c, "job.key", key);
     c = replace_all(c, "10.0.0.1", "10.99.0.1");
     c = replace_all(c, "10.0.0.2", "10.99.0.2");
     return c;
   };
+  // The guide's key command, as written (both hosts share this file system: no copy needed).
+  const auto key_cmds = guide_block("key");
+  BOOST_REQUIRE(key_cmds[0].second.find("keygen") != std::string::npos);
+  std::string key_out;
+  BOOST_REQUIRE_MESSAGE(nettest::run_shell(adapt(key_cmds[0].second), &key_out) == 0, key_out);
   const auto starts = guide_block("start");
   BOOST_REQUIRE_EQUAL(starts.size(), 2u);
   auto launch = [&](const std::string& extra) {

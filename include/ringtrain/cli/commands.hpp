@@ -15,6 +15,7 @@ int cmd_export(int argc, char** argv);
 int cmd_import(int argc, char** argv);
 int cmd_bench_model(int argc, char** argv);
 int cmd_bench_allreduce(int argc, char** argv);
+int cmd_keygen(int argc, char** argv);
 int cmd_status(int argc, char** argv);
 int cmd_stop(int argc, char** argv);
 

@@ -18,12 +18,14 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/net/job_key.hpp"
 #include "ringtrain/net/peers.hpp"
 
 namespace rt::net {
@@ -39,7 +41,8 @@ const char* wire_name(Wire w);
 // "f32" or "bf16"; throws rt::UsageError otherwise.
 Wire parse_wire(const std::string& text);
 
-// A peer died, went silent, or left the job; the message names its rank and address.
+// A peer died, went silent, left the job, broke the protocol, or its connection failed an
+// integrity check; the message names its rank and address.
 struct PeerLost : RuntimeError {
   using RuntimeError::RuntimeError;
 };
@@ -59,6 +62,9 @@ inline constexpr size_t kDefaultChunkBytes = 256 << 10;
 // Silence after which a peer counts as lost. At most 30 s: libzmq's reconnect and
 // heartbeat settings are tuned for that range.
 inline constexpr double kDefaultPeerTimeoutS = 30;
+// Default of --stall-timeout (train, bench allreduce): a collective that makes no progress
+// at all for this long fails, even while the peer's heartbeats still arrive.
+inline constexpr double kDefaultStallTimeoutS = 300;
 
 struct CommOptions {
   int rank = 0;
@@ -71,10 +77,18 @@ struct CommOptions {
   double peer_timeout_s = kDefaultPeerTimeoutS;
   // No progress at all in one collective for this long is an error (a live rank that
   // never calls the collective). 0 disables it.
-  double stall_timeout_s = 900;
+  double stall_timeout_s = kDefaultStallTimeoutS;
   // Pipeline unit of every collective, in float32 bytes: no data message is larger.
   size_t chunk_bytes = kDefaultChunkBytes;
   ServiceHandler service_handler;  // optional, may also be set later
+  // The job key (job_key.hpp). With it only its holders can connect, and every byte between
+  // ranks is encrypted and authenticated. Without it the ranks talk in plaintext, which is
+  // allowed only when every peer is on loopback, or with `insecure` (logs a warning).
+  std::optional<JobKey> key;
+  bool insecure = false;
+  // Where the communicator reports refused connections, ignored handshakes and the
+  // --insecure warning (one line each, no newline). Default: stderr.
+  std::function<void(const std::string& line)> log;
 };
 
 // The contiguous part of an n-element buffer that `rank` owns after reduce_scatter.
@@ -179,7 +193,9 @@ class Communicator {
 };
 
 // Client side of service requests: connects to a rank's listed port, sends `text`, returns
-// the reply. Throws rt::RuntimeError naming the address when nobody answers in time.
-std::string request(const std::string& host_port, const std::string& text, double timeout_s = 5);
+// the reply. With the job's key when the job has one. Throws rt::RuntimeError naming the
+// address when the job refuses the key (or the lack of one), or nobody answers in time.
+std::string request(const std::string& host_port, const std::string& text, double timeout_s = 5,
+                    const std::optional<JobKey>& key = std::nullopt);
 
 }  // namespace rt::net

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ringtrain/model/params.hpp"
+
 namespace rt::train {
 
 // 2: the run's state in state.safetensors (io/state_file.hpp). 1 had five binary layouts
@@ -41,6 +43,9 @@ class CheckpointWriter {
   std::string path(const std::string& name) const;
   void add_written_file(const std::string& name);
   // Adds "files" to meta, writes meta.json, fsyncs and renames into place. Returns the path.
+  // A checkpoint of the same step already there stays until the new one is in place: it is
+  // renamed aside, the new one renamed in, then the old one deleted (and renamed back if
+  // the new one could not be put in place).
   std::string commit(nlohmann::json meta);
 
  private:
@@ -49,12 +54,18 @@ class CheckpointWriter {
   bool committed_ = false;
 };
 
+// Parameters must be finite to be checkpointed: a NaN or Inf saved as valid would poison
+// every resume. Throws rt::RuntimeError naming the step and the first bad tensor.
+void require_finite(const model::ParamSet& params, int64_t step);
+
 // Reads meta.json and checks every listed file's size and CRC-32. Returns meta.json's content,
-// or throws rt::UsageError naming the checkpoint and what is wrong with it.
+// or throws rt::UsageError naming the checkpoint and what is wrong with it (a meta.json that
+// does not parse or lacks a field counts as corrupt, like a file that fails its CRC).
 nlohmann::json verify_checkpoint(const std::string& step_dir);
 
 // The newest checkpoint of a rank that verifies; older or broken ones are skipped, each with
-// a log line saying why. nullopt when there is none.
+// a log line saying why. nullopt when there is none. A copy set aside by a commit that was
+// interrupted before its new copy was in place counts as that step's checkpoint.
 std::optional<std::string> newest_valid_checkpoint(const std::string& run_dir, int rank);
 
 // Steps of the checkpoints present (valid or not) for a rank, ascending.

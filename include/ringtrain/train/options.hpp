@@ -4,8 +4,11 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "ringtrain/model/config.hpp"
 #include "ringtrain/net/communicator.hpp"
+#include "ringtrain/net/job_key.hpp"
 #include "ringtrain/net/peers.hpp"
 
 namespace rt::train {
@@ -46,7 +49,10 @@ struct TrainOptions {
   std::string job_id = "ringtrain";
   double connect_timeout_s = 120;
   double peer_timeout_s = net::kDefaultPeerTimeoutS;
+  double stall_timeout_s = net::kDefaultStallTimeoutS;  // no progress in a collective: fail
   int64_t chunk_bytes = int64_t(net::kDefaultChunkBytes);
+  std::optional<net::JobKey> key;  // --key: encrypted, authenticated ranks
+  bool insecure = false;           // --insecure: plaintext between hosts anyway
   bool progress_bar = true;   // only drawn on a terminal
 
   int world() const { return peers.empty() ? 1 : int(peers.size()); }

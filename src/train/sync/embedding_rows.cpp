@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ringtrain/train/peer_values.hpp"
+
 namespace rt::train {
 
 EmbeddingRowSync::EmbeddingRowSync(net::Communicator& comm, net::Wire wire, std::vector<GradTable> tables,
@@ -19,15 +21,14 @@ void EmbeddingRowSync::sync(const std::vector<int32_t>& my_ids) {
   for (size_t r = 0; r < all.size(); ++r) {
     const auto& part = all[r];
     if (part.size() % sizeof(int32_t) != 0)
-      throw RuntimeError("rank " + std::to_string(r) + " sent " + std::to_string(part.size()) +
-                         " bytes of token ids, not a whole number of ids; every rank must run the same ringtrain build");
+      bad_peer_value(comm_, int(r), std::to_string(part.size()) + " bytes of embedding-row ids, not a whole number of ids");
     const size_t n = part.size() / sizeof(int32_t), old = ids.size();
     ids.resize(old + n);
     if (n) std::memcpy(ids.data() + old, part.data(), n * sizeof(int32_t));
     for (size_t i = old; i < ids.size(); ++i)
       if (ids[i] < 0 || ids[i] >= vocab_)
-        throw RuntimeError("rank " + std::to_string(r) + " sent token id " + std::to_string(ids[i]) +
-                           ", outside the vocabulary of " + std::to_string(vocab_) + "; every rank must use the same data");
+        bad_peer_value(comm_, int(r), "token id " + std::to_string(ids[i]) + " for the embedding-row exchange, outside the vocabulary of " +
+                                          std::to_string(vocab_));
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());

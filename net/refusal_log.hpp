@@ -1,0 +1,30 @@
+// Log lines for refused connections, bounded: the first refusal from an address (for one
+// reason) is logged at once, later ones are counted and summed up in at most one line per
+// address and reason every 10 s. So 50 connections hammering a port cannot flood the log, and
+// every address that knocked still shows up.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace rt::net {
+
+class RefusalLog {
+ public:
+  explicit RefusalLog(std::function<void(const std::string&)> log) : log_(std::move(log)) {}
+  // `address` as "ip:port" (or "unknown address"); `why` says what was wrong.
+  void refused(const std::string& address, const std::string& why);
+
+ private:
+  struct Seen {
+    std::chrono::steady_clock::time_point last_line;
+    long unreported = 0;
+  };
+  std::function<void(const std::string&)> log_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Seen> by_host_;  // key: address without the port, and reason
+};
+
+}  // namespace rt::net

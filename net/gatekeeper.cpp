@@ -100,7 +100,7 @@ std::string handshake_failure_text(uint16_t event, uint32_t value) {
 }
 
 Gatekeeper::Gatekeeper(zmq::context_t& ctx, const std::optional<JobKey>& key, Log log)
-    : ctx_(ctx), key_(key), refusals_(std::move(log)) {
+    : ctx_(ctx), key_(key), refusals_(std::move(log), "connection") {
   if (!key_) return;
   zap_ = zmq::socket_t(ctx_, zmq::socket_type::rep);
   zap_.set(zmq::sockopt::linger, 0);

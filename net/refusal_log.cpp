@@ -21,11 +21,11 @@ void RefusalLog::refused(const std::string& address, const std::string& why) {
     auto it = by_host_.find(host + " " + why);
     if (it == by_host_.end()) {
       by_host_[host + " " + why] = Seen{now, 0};
-      line = "refused a connection from " + address + ": " + why + "; the job goes on";
+      line = "refused a " + what_ + " from " + address + ": " + why + "; the job goes on";
     } else if (now - it->second.last_line < std::chrono::seconds(10)) {
       ++it->second.unreported;
     } else {
-      line = "refused " + std::to_string(it->second.unreported + 1) + " connection(s) from " + host +
+      line = "refused " + std::to_string(it->second.unreported + 1) + " " + what_ + "(s) from " + host +
              " in the last " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - it->second.last_line).count()) +
              " s, the latest from " + address + ": " + why + "; the job goes on";
       it->second = Seen{now, 0};

@@ -13,8 +13,10 @@ namespace rt::net {
 
 class RefusalLog {
  public:
-  explicit RefusalLog(std::function<void(const std::string&)> log) : log_(std::move(log)) {}
-  // `address` as "ip:port" (or "unknown address"); `why` says what was wrong.
+  // `what` names what is refused: "connection", "handshake".
+  RefusalLog(std::function<void(const std::string&)> log, std::string what)
+      : log_(std::move(log)), what_(std::move(what)) {}
+  // `address` as "ip:port" or "ip" (or words when unknown); `why` says what was wrong.
   void refused(const std::string& address, const std::string& why);
 
  private:
@@ -23,6 +25,7 @@ class RefusalLog {
     long unreported = 0;
   };
   std::function<void(const std::string&)> log_;
+  std::string what_;
   std::mutex mu_;
   std::unordered_map<std::string, Seen> by_host_;  // key: address without the port, and reason
 };

@@ -100,6 +100,7 @@ Transport::Transport(CommOptions options) : opt_(std::move(options)), ctx_(io_th
   if (opt_.stall_timeout_s < 0) throw UsageError("--stall-timeout must be 0 (off) or a number of seconds");
   if (opt_.chunk_bytes < 4) throw UsageError("chunk bytes must be at least 4");
   if (!opt_.log) opt_.log = default_log;
+  hello_refusals_ = std::make_unique<RefusalLog>(opt_.log, "handshake");
   job_hash_ = fnv1a(opt_.job_id);
   keep_chunk_memory(opt_.chunk_bytes);
   handler_ = opt_.service_handler;
@@ -415,7 +416,7 @@ std::string Transport::take_hello_answer(int p, const std::string& payload) {
 void Transport::handle_hello(const std::string& identity, const std::string& text, const std::string& from) {
   auto hello = decode_hello(text);
   if (!hello) {
-    opt_.log("ignored a handshake from " + from + ": not a ringtrain handshake of this version");
+    hello_refusals_->refused(from, "not a ringtrain handshake of this version");
     reply(identity, MsgKind::HelloOk, encode_refusal("not a ringtrain handshake of this version; use the same ringtrain build on every host", ""));
     return;
   }
@@ -423,21 +424,21 @@ void Transport::handle_hello(const std::string& identity, const std::string& tex
   std::string reason, logged;
   if (r < 0 || r >= world() || r == rank()) {
     reason = "it claims a rank this job does not expect from it; give every process a different --rank from 0 to the number of --peers minus 1";
-    logged = "it claims rank " + std::to_string(r) + (r == rank() ? ", this rank's own" : ", outside --peers");
+    logged = r == rank() ? "this rank's own" : "outside --peers";
   } else if (std::string m = compare_hello(wire_hello_, *hello, opt_.peers[r].text()); !m.empty()) {
     reason = "its job id, world size or config differ from this rank's";
     logged = m;
   } else if (!identity_of_rank_[r].empty() && identity_of_rank_[r] != identity) {
     reason = "another process already holds rank " + std::to_string(r) +
              " in this job; give every process a different --rank, and stop leftovers of earlier runs";
-    logged = "a second process claims rank " + std::to_string(r);
+    logged = "another process holds that rank already";
   } else if (handshake_done_) {
     reason = "the job is already running with every rank present; stop it before starting rank " + std::to_string(r) + " again";
-    logged = "rank " + std::to_string(r) + " tried to join again";
+    logged = "the job is running already";
   }
   if (r >= 0 && r < world()) answered_[r] = true;
   if (!reason.empty()) {
-    opt_.log("refused a handshake from " + from + " (claiming rank " + std::to_string(r) + "): " + logged + "; the job goes on");
+    hello_refusals_->refused(from, "it claims rank " + std::to_string(r) + ": " + logged);
     // Our hello as we send it anyway: whole only to holders of the key, else a fingerprint.
     reply(identity, MsgKind::HelloOk, encode_refusal(reason, hello_text_));
     return;

@@ -130,6 +130,7 @@ class Transport {
 
   zmq::context_t ctx_;
   std::unique_ptr<Gatekeeper> gate_;
+  std::unique_ptr<RefusalLog> hello_refusals_;  // bounded log of refused hellos
   zmq::socket_t router_;
   std::vector<zmq::socket_t> dealers_;  // index = rank; empty socket at our own rank
   int wake_fd_ = -1;

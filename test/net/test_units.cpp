@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(fingerprint_hello_reveals_nothing_and_still_compares) {
 
 BOOST_AUTO_TEST_CASE(refusal_log_is_bounded_per_address_and_reason) {
   std::vector<std::string> lines;
-  RefusalLog log([&](const std::string& l) { lines.push_back(l); });
+  RefusalLog log([&](const std::string& l) { lines.push_back(l); }, "connection");
   for (int i = 0; i < 500; ++i) log.refused("10.0.0.9:" + std::to_string(40000 + i), "no key");
   log.refused("10.0.0.7:1", "no key");
   log.refused("10.0.0.9:2", "another key");

@@ -180,6 +180,12 @@ std::string Transport::describe(int r) const {
   return "rank " + std::to_string(r) + " (" + opt_.peers[r].text() + ")";
 }
 
+// ZeroMQ closes a connection when the process behind it is gone, and also when a frame
+// breaks ZMQ_MAXMSGSIZE: from here the two look the same.
+std::string Transport::connection_closed(int r) const {
+  return "lost " + describe(r) + ": its connection closed (process died or was stopped, or it sent more than any message may hold)";
+}
+
 void Transport::check_security_policy() {
   if (opt_.key) return;
   std::string remote;
@@ -524,7 +530,7 @@ void Transport::housekeeping(bool in_collective) {
     // Its connection closed and no goodbye came (which would have arrived first): what it
     // sent last is gone with the connection.
     if (down != Clock::time_point{} && now - down > std::chrono::seconds(2))
-      record_failure(FailKind::PeerLost, "lost " + describe(p) + ": its connection closed (process died or was stopped, or it sent more than any message may hold)");
+      record_failure(FailKind::PeerLost, connection_closed(p));
     if (now - last_seen_[p] > timeout)
       record_failure(FailKind::PeerLost, "lost " + describe(p) + ": nothing heard from it for " +
                                              fmt_seconds(seconds(now - last_seen_[p])) +
@@ -588,7 +594,7 @@ bool Transport::try_send(int to, const Header& h, zmq::message_t& payload) {
     int err = zmq_errno();
     if (err == EAGAIN || err == EINTR) return false;
     if (err == EHOSTUNREACH)
-      fail("lost " + describe(to) + ": its connection closed (process died or was stopped)", true);
+      fail(connection_closed(to), true);
     fail("sending to " + describe(to) + " failed: " + zmq_strerror(err), false);
   }
   // After the routing frame was accepted, the rest of the message is accepted too.

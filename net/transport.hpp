@@ -51,6 +51,8 @@ class Transport {
   uint64_t job_hash() const { return job_hash_; }
   // "rank 2 (10.0.0.3:29500)"
   std::string describe(int rank) const;
+  // "lost rank 2 (10.0.0.3:29500): its connection closed (...)"
+  std::string connection_closed(int rank) const;
 
   // Exclusive use of the sockets for one collective.
   class Hold {

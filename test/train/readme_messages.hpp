@@ -29,7 +29,7 @@ inline std::string config_mismatch(int rank, const std::string& addr, const std:
 }
 
 inline std::string lost_rank_closed(int rank, const std::string& addr) {
-  return "lost rank " + std::to_string(rank) + " (" + addr + "): its connection closed (process died or was stopped)";
+  return "lost rank " + std::to_string(rank) + " (" + addr + "): its connection closed (process died or was stopped, or it sent more than any message may hold)";
 }
 
 // Followed by the silence in seconds, e.g. "5.1 s".

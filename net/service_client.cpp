@@ -16,12 +16,15 @@ namespace {
 std::string refusal_message(const std::string& where, bool have_key, uint16_t event, uint32_t value) {
   const std::string pass = "pass the key file its ranks were started with (--key FILE)";
   if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) return where + " refused this key: it is not the job's; " + pass;
-  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-    return have_key ? where + " refused the connection: that job runs without a key; leave out --key"
-                    : where + " refused the connection: the job runs with a key; " + pass;
+  // Without a key, which of the two a refusal gives is a race: the side that reads the
+  // other's greeting first names the mismatch, the other sees the connection close. Both
+  // mean the same to the user, so they say the same.
+  const bool mismatch = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH;
+  if (!have_key && (mismatch || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL))
+    return where + " refused the connection: the job runs with a key; " + pass;
+  if (mismatch) return where + " refused the connection: that job runs without a key; leave out --key";
   if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-    return have_key ? where + " refused this key (it closed the connection during the key check); " + pass
-                    : where + " refused the connection during the security handshake: the job runs with a key; " + pass;
+    return where + " refused this key (it closed the connection during the key check); " + pass;
   return where + " refused the connection (" + handshake_failure_text(event, value) + "); " + pass;
 }
 

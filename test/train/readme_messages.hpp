@@ -16,10 +16,54 @@ inline std::string port_in_use(const std::string& port, const std::string& addr,
          "; stop that process or give this rank another port in --peers";
 }
 
+// The start of every "never joined" message, up to its advice.
+inline std::string never_joined_within(int rank, const std::string& addr, const std::string& seconds) {
+  return "rank " + std::to_string(rank) + " (" + addr + ") never joined within " + seconds + " s; ";
+}
+
 inline std::string never_joined(int rank, const std::string& addr, const std::string& seconds) {
-  return "rank " + std::to_string(rank) + " (" + addr + ") never joined within " + seconds +
-         " s; start every rank with the same --peers and --key, and check that the listed addresses are right and that "
+  return never_joined_within(rank, addr, seconds) +
+         "start every rank with the same --peers and --key, and check that the listed addresses are right and that "
          "firewalls let TCP through to the listed ports";
+}
+
+// Ends a "never joined" message when the process at the rank's address answered but failed
+// the security handshake; followed by the handshake's failure and ")".
+inline std::string failed_handshake_with_key() {
+  return "; the process at that address failed the security handshake, so it does not hold this job's key (";
+}
+
+// Between the first peer beyond loopback and the fix, the risk (elided in the README).
+inline std::string keyless_beyond_loopback(const std::string& addr) {
+  return "--peers lists " + addr + ", which is not on loopback, and no --key was given: ";
+}
+inline std::string keyless_beyond_loopback_fix() {
+  return "; make a key with 'ringtrain keygen --out job.key', copy it to every host and pass --key job.key on every rank "
+         "(or --insecure to run unprotected)";
+}
+
+inline std::string key_file_too_open(const std::string& path, const std::string& mode) {
+  return "key file " + path + " can be read or written by group or others (mode " + mode + "); run 'chmod 600 " + path + "'";
+}
+
+// What `ringtrain status`/`stop` say when the job has a key and they were given none.
+inline std::string refused_without_key(const std::string& addr) {
+  return addr + " refused the connection: the job runs with a key; pass the key file its ranks were started with (--key FILE)";
+}
+// The same with another key; the reason follows.
+inline std::string refused_this_key(const std::string& addr) { return addr + " refused this key"; }
+
+// Followed by what failed the check and the fix.
+inline std::string integrity_cut(int rank, const std::string& addr) {
+  return "the connection from rank " + std::to_string(rank) + " (" + addr + ") was cut: a message failed its integrity check";
+}
+
+// Followed by the fix (elided in the README).
+inline std::string old_state_layout(const std::string& dir) {
+  return "--resume: checkpoint " + dir + " keeps its state in the old state.bin layout, which this version does not read; ";
+}
+inline std::string old_state_layout_fix() {
+  return "resume it with the ringtrain that wrote it, or start a new run (eval, sample and export still read it)";
 }
 
 inline std::string config_mismatch(int rank, const std::string& addr, const std::string& flag, const std::string& here,

@@ -5,16 +5,21 @@
 //   lost rank                train_distributed/killed_rank_..., silent_rank_...
 //   --resume of another model  train_bad_input/checkpoint_of_another_config_is_refused_and_kept
 //   --data not a directory   train_bad_input/missing_data_dir
+//   connection cut (integrity)  net/hostile/a_flipped_byte_breaks_the_connection_and_names_the_peer
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include "../net/spawn.hpp"
 #include "readme_messages.hpp"
+#include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "train_fixture.hpp"
 
@@ -46,6 +51,24 @@ std::string regex_escape(const std::string& s) {
   return std::regex_replace(s, special, R"(\$&)");
 }
 
+// True once something listens on TCP `port` (a rank binds its port before it waits for the others).
+bool port_bound(int port, double deadline_s) {
+  const std::string p = std::to_string(port);
+  return nettest::wait_until(
+      [&] {
+        std::string ss;
+        return nettest::run_shell("ss -Hltn 'sport = :" + p + "'", &ss) == 0 && contains(ss, ":" + p + " ");
+      },
+      deadline_s);
+}
+
+// A key file of this test process's, with the given mode.
+std::string key_with_mode(const std::string& name, mode_t mode) {
+  const std::string path = nettest::key_file(name);
+  BOOST_REQUIRE(::chmod(path.c_str(), mode) == 0);
+  return path;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(troubleshooting)
@@ -58,13 +81,7 @@ BOOST_AUTO_TEST_CASE(port_in_use_names_the_process_that_holds_it) {
   const auto holder_argv = traintest::train_argv({"--out", run_dir("holder"), "--rank", "0", "--peers",
                                                   nettest::loopback_peers(2, port), "--connect-timeout", "120"});
   Proc holder = nettest::spawn(holder_argv, "holder");
-  const bool bound = nettest::wait_until(
-      [&] {
-        std::string ss;
-        return nettest::run_shell("ss -Hltn 'sport = :" + p + "'", &ss) == 0 && contains(ss, ":" + p + " ");
-      },
-      60);
-  BOOST_REQUIRE_MESSAGE(bound, "the holder never bound port " << p << ": " << holder.err());
+  BOOST_REQUIRE_MESSAGE(port_bound(port, 60), "the holder never bound port " << p << ": " << holder.err());
   // A second job's rank 0 on the same port.
   Proc intruder = run(traintest::train_argv({"--out", run_dir("intruder"), "--rank", "0", "--peers",
                                              "127.0.0.1:" + p + ",127.0.0.1:" + std::to_string(port + 1), "--connect-timeout", "5"}),
@@ -143,6 +160,127 @@ BOOST_AUTO_TEST_CASE(device_batch_too_large_for_memory_suggests_one_that_fits) {
   BOOST_TEST(fits >= 1);
   BOOST_TEST(fits < 200000);
   BOOST_TEST(!fs::exists(run_dir("huge")));
+}
+
+// Checked before any socket exists: nothing is sent to the listed addresses.
+BOOST_AUTO_TEST_CASE(peers_beyond_loopback_without_a_key_are_refused_before_connecting) {
+  BOOST_TEST(readme::has("`" + readme::keyless_beyond_loopback("10.0.0.2:29500") + "..." + readme::keyless_beyond_loopback_fix() + "`"));
+  const int port = nettest::port_base(2);
+  // Rank 0 is on loopback, rank 1 beyond it (never reached: the check comes first).
+  const std::string remote = "10.99.77.2:" + std::to_string(port + 1);
+  Proc p = run(traintest::train_argv({"--out", run_dir("keyless"), "--rank", "0", "--peers",
+                                      "127.0.0.1:" + std::to_string(port) + "," + remote, "--connect-timeout", "5"}),
+               "keyless");
+  const std::string err = p.err();
+  BOOST_TEST(p.exit_code == 2, err);
+  const auto head = err.find(readme::keyless_beyond_loopback(remote));
+  BOOST_TEST(head != std::string::npos, "want: " << readme::keyless_beyond_loopback(remote) << "\ngot: " << err);
+  BOOST_TEST(contains(err, readme::keyless_beyond_loopback_fix() + "\n"), err);
+  BOOST_TEST(p.seconds < 60);  // it did not wait for rank 1
+}
+
+BOOST_AUTO_TEST_CASE(key_file_others_can_read_is_refused) {
+  BOOST_TEST(readme::has("`" + readme::key_file_too_open("job.key", "644") + "`"));
+  const std::string key = key_with_mode("open.key", 0644);
+  const int port = nettest::port_base(2);
+  Proc p = run(traintest::train_argv({"--out", run_dir("open-key"), "--rank", "0", "--peers", nettest::loopback_peers(2, port),
+                                      "--key", key}),
+               "open-key");
+  const std::string want = readme::key_file_too_open(key, "644");
+  BOOST_TEST(p.exit_code == 2, p.err());
+  BOOST_TEST(traintest::count_lines(p.err()) == 1, p.err());
+  BOOST_TEST(contains(p.err(), want + "\n"), "want: " << want << "\ngot: " << p.err());
+  BOOST_TEST(!fs::exists(run_dir("open-key")));
+}
+
+// A rank of a job with a key waits for its peer; status and stop without the key, or with
+// another one, are refused at once and the rank goes on waiting.
+BOOST_AUTO_TEST_CASE(status_and_stop_without_the_jobs_key_are_refused) {
+  BOOST_TEST(readme::has("`" + readme::refused_without_key("10.0.0.1:29500") + "` (or `refused this key`)"));
+  const int port = nettest::port_base(3);
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  Proc rank0 = nettest::spawn(traintest::train_argv({"--out", run_dir("keyed"), "--rank", "0", "--peers",
+                                                     nettest::loopback_peers(2, port), "--key",
+                                                     key_with_mode("job.key", 0600), "--connect-timeout", "60"}),
+                              "keyed");
+  BOOST_REQUIRE_MESSAGE(port_bound(port, 60), "rank 0 never bound port " << port << ": " << rank0.err());
+  const std::string bin = nettest::ringtrain_path();
+  for (const std::string verb : {"status", "stop"}) {
+    Proc bare = run({bin, verb, addr}, verb + "-nokey", 30);
+    BOOST_TEST_INFO(verb << ": " << bare.err());
+    BOOST_TEST(bare.exit_code == 1);
+    BOOST_TEST(contains(bare.err(), readme::refused_without_key(addr) + "\n"), "want: " << readme::refused_without_key(addr));
+    BOOST_TEST(bare.seconds < 10);
+    Proc other = run({bin, verb, addr, "--key", key_with_mode("other.key", 0600)}, verb + "-otherkey", 30);
+    BOOST_TEST_INFO(verb << " --key other.key: " << other.err());
+    BOOST_TEST(other.exit_code == 1);
+    BOOST_TEST(contains(other.err(), readme::refused_this_key(addr)));
+    BOOST_TEST(other.seconds < 10);
+  }
+  BOOST_TEST(nettest::alive(rank0.pid));  // refused clients do not stop the job
+  ::kill(rank0.pid, SIGKILL);
+  nettest::wait_one(rank0, 10);
+}
+
+// Rank 1 started with another key: each rank names the other as never joined, and says
+// why: the process at its address failed the security handshake.
+BOOST_AUTO_TEST_CASE(rank_with_another_key_never_joins_and_the_handshake_is_named) {
+  BOOST_TEST(readme::has("`" + readme::never_joined_within(1, "10.0.0.2:29500", "120.0") + "..." +
+                         readme::failed_handshake_with_key() + "...)`"));
+  const int port = nettest::port_base(2);
+  const std::string peers = nettest::loopback_peers(2, port);
+  std::vector<Proc> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(nettest::spawn(
+        traintest::train_argv({"--out", run_dir("twokeys"), "--rank", std::to_string(r), "--peers", peers, "--key",
+                               key_with_mode(r == 0 ? "job.key" : "other.key", 0600), "--connect-timeout", "3"}),
+        "twokeys" + std::to_string(r)));
+  nettest::wait_all(ranks, 60);
+  for (int r = 0; r < 2; ++r) {
+    const int other = 1 - r;
+    const std::string addr = "127.0.0.1:" + std::to_string(port + other);
+    const std::string want = readme::never_joined(other, addr, "3.0") + readme::failed_handshake_with_key();
+    BOOST_TEST_INFO("rank " << r << ": " << ranks[r].err());
+    BOOST_TEST(ranks[r].exit_code == 1);
+    BOOST_TEST(contains(ranks[r].err(), want), "want: " << want);
+  }
+}
+
+// A checkpoint of a ringtrain from before state.safetensors: --resume refuses it (exit 2,
+// nothing changed), and eval still reads its weights.
+BOOST_AUTO_TEST_CASE(resume_refuses_a_checkpoint_in_the_old_state_layout) {
+  BOOST_TEST(readme::has("`" + readme::old_state_layout("runs/d4/rank0/step_000050") + "...`"));
+  const std::vector<std::string> run_flags = {"--out", run_dir("old-layout"), "--steps", "2", "--save-every", "2",
+                                              "--eval-every", "0"};
+  Proc first = run(traintest::train_argv(run_flags), "old-layout-train", 300);
+  BOOST_REQUIRE_MESSAGE(first.exit_code == 0, first.err());
+  const std::string dir = run_dir("old-layout") + "/rank0/step_000002";
+  {  // what the old version wrote: state.bin in place of state.safetensors, listed in meta.json
+    fs::rename(dir + "/state.safetensors", dir + "/state.bin");
+    const std::string state = rt::io::read_file(dir + "/state.bin");
+    auto meta = nlohmann::json::parse(rt::io::read_file(dir + "/meta.json"));
+    BOOST_REQUIRE(meta["files"].contains("state.safetensors"));
+    meta["files"].erase("state.safetensors");
+    meta["files"]["state.bin"] = {{"bytes", state.size()}, {"crc32", rt::train::crc32_of(state.data(), state.size())}};
+    std::ofstream(dir + "/meta.json", std::ios::trunc) << meta.dump(2) << "\n";
+  }
+  BOOST_REQUIRE_NO_THROW(rt::train::verify_checkpoint(dir));  // whole: only its layout is old
+  const std::string before = traintest::tree_fingerprint(run_dir("old-layout"));
+  std::vector<std::string> resume = run_flags;
+  resume.push_back("--resume");
+  Proc again = run(traintest::train_argv(resume), "old-layout-resume", 300);
+  const std::string want = readme::old_state_layout(dir) + readme::old_state_layout_fix();
+  BOOST_TEST(again.exit_code == 2, again.err());
+  BOOST_TEST(traintest::count_lines(again.err()) == 1, again.err());
+  BOOST_TEST(contains(again.err(), want + "\n"), "want: " << want << "\ngot: " << again.err());
+  BOOST_TEST(traintest::tree_fingerprint(run_dir("old-layout")) == before);
+  Proc eval = run({nettest::ringtrain_path(), "eval", "--checkpoint", dir, "--data", traintest::prepared_data(), "--json",
+                   "--threads", "1"},
+                  "old-layout-eval");
+  BOOST_REQUIRE_MESSAGE(eval.exit_code == 0, eval.err());
+  const auto bpb = nlohmann::json::parse(eval.out()).at("val_bpb").get<double>();
+  BOOST_TEST(bpb > 0.0);
+  BOOST_TEST(bpb < 20.0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

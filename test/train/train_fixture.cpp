@@ -3,7 +3,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -11,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "../net/spawn.hpp"
-#include "readme_messages.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 
@@ -88,18 +86,5 @@ std::string tree_fingerprint(const std::string& dir) {
   for (const auto& l : lines) s += l + "\n";
   return s;
 }
-
-namespace readme {
-
-bool has(const std::string& text) {
-  static const std::string readme = [] {
-    const char* root = std::getenv("RINGTRAIN_SOURCE_ROOT");
-    BOOST_REQUIRE_MESSAGE(root, "RINGTRAIN_SOURCE_ROOT is not set (meson test sets it)");
-    return rt::io::read_file(std::string(root) + "/README.md");
-  }();
-  return readme.find(text) != std::string::npos;
-}
-
-}  // namespace readme
 
 }  // namespace traintest

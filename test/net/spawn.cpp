@@ -1,7 +1,11 @@
 #include "spawn.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,7 +76,56 @@ std::string key_file(const std::string& name) {
   return path;
 }
 
-int port_base(int slot) { return 20000 + (getpid() % 490) * 20 + slot * 5; }
+namespace {
+
+constexpr int kFirstTestPort = 20000, kBlockPorts = 20, kBlocks = 490;  // 20000-29799, below Linux's ephemeral range
+
+// True when nothing listens on 127.0.0.1:port (a socket in TIME_WAIT does not count: the
+// ranks bind with SO_REUSEADDR too).
+bool port_is_free(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+// Two test processes that meson runs side by side must never share ports (a clash fails a
+// test with "port in use" now and then, on one machine and not another). A block is claimed
+// by an flock on a file of its own, held until this process ends (the kernel drops it even
+// when the process is killed); a block whose ports are busy with anything else is skipped.
+int claimed_port_block() {
+  static const int block = [] {
+    const auto dir = std::filesystem::temp_directory_path() / "ringtrain-test-ports";
+    std::error_code ec;  // shared by every user's test runs: made writable by all once
+    std::filesystem::create_directories(dir, ec);
+    std::filesystem::permissions(dir, std::filesystem::perms::all, std::filesystem::perm_options::add, ec);
+    for (int i = 0; i < kBlocks; ++i) {
+      const int b = (int(getpid()) + i) % kBlocks;
+      const int fd = open((dir / (std::to_string(b) + ".lock")).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666);
+      if (fd < 0) continue;
+      bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
+      for (int p = 0; free && p < kBlockPorts; ++p) free = port_is_free(kFirstTestPort + b * kBlockPorts + p);
+      if (free) return b;  // fd stays open: the claim lasts as long as this process
+      close(fd);
+    }
+    throw std::runtime_error("no free block of test ports in 20000-29799 (all claimed or in use)");
+  }();
+  return block;
+}
+
+}  // namespace
+
+int port_base(int slot) {
+  if (slot < 0 || slot > 3) throw std::logic_error("port_base: slot must be 0..3");
+  return kFirstTestPort + claimed_port_block() * kBlockPorts + slot * 5;
+}
 
 std::string loopback_peers(int world, int first_port) {
   std::string s;

@@ -28,7 +28,9 @@ std::string ringtrain_path();
 std::string scratch_dir();
 // A job key file in the scratch directory (made on first use): `ringtrain keygen` output.
 std::string key_file(const std::string& name = "job.key");
-// A block of loopback ports unlikely to clash with concurrent tests: derived from our pid.
+// The first of 5 loopback ports for `slot` (0..3) of this test process's block of 20. No
+// other test process running at the same time holds the block, and nothing listened on its
+// ports when it was claimed.
 int port_base(int slot);
 std::string loopback_peers(int world, int first_port);
 // Options of rank `rank` of an in-process job on loopback ports from `first_port`.

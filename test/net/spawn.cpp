@@ -64,7 +64,19 @@ std::string ringtrain_path() {
 std::string scratch_dir() {
   static std::string dir = [] {
     auto d = std::filesystem::temp_directory_path() / ("ringtrain-net-test-" + std::to_string(getpid()));
+    // A directory of an earlier process with the same pid (pids wrap) must not leak its runs
+    // and checkpoints into this one.
+    std::filesystem::remove_all(d);
     std::filesystem::create_directories(d);
+    // Runs and checkpoints take up to a few hundred MB per test process: gone when it exits,
+    // unless RINGTRAIN_KEEP_TEST_DIRS=1 keeps them to look at.
+    const char* keep = std::getenv("RINGTRAIN_KEEP_TEST_DIRS");
+    static const std::filesystem::path* to_remove = new std::filesystem::path(d);  // outlives every static
+    if (!keep || std::string(keep) != "1")
+      std::atexit([] {
+        std::error_code ec;
+        std::filesystem::remove_all(*to_remove, ec);
+      });
     return d.string();
   }();
   return dir;

@@ -286,6 +286,14 @@ void scenario_single(Communicator& c, const Args& a) {
   std::printf("rank %d: single ok\n", c.rank());
 }
 
+// One int8 all-reduce of --big-floats: the victim of hostile_peer's int8 attacks, which
+// must stop it before any result exists.
+void scenario_single_int8(Communicator& c, const Args& a) {
+  std::vector<float> v(a.big_floats, 1.0f);
+  c.all_reduce(v.data(), v.size(), ReduceOp::Sum, Wire::Int8);
+  wrong("the int8 all-reduce accepted what the hostile peer sent");
+}
+
 // Rank 0 runs an all-reduce; the others stay alive (heartbeats go on) and never join it.
 void scenario_stall(Communicator& c, const Args& a) {
   if (c.rank() == 0) {
@@ -361,6 +369,7 @@ int main(int argc, char** argv) {
     else if (a.scenario == "hello") c.barrier();
     else if (a.scenario == "soak") scenario_soak(c, a);
     else if (a.scenario == "single") scenario_single(c, a);
+    else if (a.scenario == "single_int8") scenario_single_int8(c, a);
     else if (a.scenario == "stall") scenario_stall(c, a);
     else throw rt::UsageError("unknown scenario " + a.scenario);
     std::printf("rank %d: peak RSS %ld MB\n", a.rank, peak_rss_mb());

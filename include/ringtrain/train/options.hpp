@@ -23,7 +23,8 @@ struct TrainOptions {
   int64_t n_kv_head = 0;  // 0: same as n_head
   std::string window_pattern = "SSSL";
   // batch and schedule
-  int64_t device_batch = 2;   // rows per micro-step on this rank
+  int64_t device_batch = 2;   // rows per micro-step on this rank (0 with device_batch_auto, until measured)
+  bool device_batch_auto = false;  // --device-batch auto: split --total-batch by measured speed
   int64_t total_batch = 0;    // tokens per optimizer step over all ranks; 0: one micro-step
   int64_t steps = 100;        // the schedule's length
   int64_t stop_after = -1;    // save and exit 0 after this step (schedule unchanged)

@@ -13,12 +13,10 @@ class OverlappedAverageSync final : public AverageSync {
   using AverageSync::AverageSync;
 
   void step_done(const StepPlan& plan) override {
-    timed([&] {
-      average_.finish();  // the average started one step ago, if any
-      if (!averages_at(plan)) return;
-      if (plan.settle()) average_.sync();
-      else start_at_end_ = true;
-    });
+    timed([&] { average_.finish(); });  // the average started one step ago, if any
+    if (!averages_at(plan)) return;
+    if (plan.settle()) average_in_place(plan);
+    else start_at_end_ = true;
   }
   void step_end(bool stopping) override {
     if (!start_at_end_) return;

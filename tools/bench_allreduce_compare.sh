@@ -45,30 +45,8 @@ if [ "$key" = new ]; then
   "$bin" keygen --out "$key" >/dev/null || exit 1
 fi
 
-# run_job NAME TIMEOUT CMD-FOR-RANK... : starts one command per rank (given as a function
-# of the rank), waits up to TIMEOUT seconds, keeps rank 0's stdout in $out/NAME.
-run_job() {
-  local name=$1 limit=$2 make=$3 pids=() r
-  for r in $(seq 0 $((ranks - 1))); do
-    $make "$r" >"$out/$name.$r" 2>"$out/$name.$r.err" &
-    pids+=($!)
-  done
-  local deadline=$((SECONDS + limit)) status=ok
-  for p in "${pids[@]}"; do
-    while kill -0 "$p" 2>/dev/null; do
-      if [ $SECONDS -ge $deadline ]; then status=timeout; break; fi
-      sleep 0.5
-    done
-  done
-  if [ $status = timeout ]; then
-    for p in "${pids[@]}"; do pkill -9 -P "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
-  fi
-  wait 2>/dev/null
-  cp "$out/$name.0" "$out/$name"
-  echo $status >"$out/$name.status"
-}
+source tools/netns/jobs.sh  # run_job, peers_ns, line_mbps
 
-peers_ns() { local s="" r; for r in $(seq 0 $((ranks - 1))); do s+="${s:+,}$(hosts addr "$r"):$((29500 + r))"; done; echo "$s"; }
 peers_lo() { local s="" r; for r in $(seq 0 $((ranks - 1))); do s+="${s:+,}127.0.0.1:$((29600 + r))"; done; echo "$s"; }
 
 rt_lo_f32() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json; }
@@ -103,12 +81,7 @@ run_job fw_rt_f32 900 rt_ns_f32
 [ -n "$key" ] && run_job fw_rt_curve 900 rt_ns_curve
 run_job fw_gloo "$gloo_timeout" gloo_ns
 
-# Line rate in MB/s (10^6 bytes) from the tc rate: 1gbit -> 125.
-case "$rate" in
-  *gbit) line_MBps=$(awk -v r="${rate%gbit}" 'BEGIN{print r*1000/8}') ;;
-  *mbit) line_MBps=$(awk -v r="${rate%mbit}" 'BEGIN{print r/8}') ;;
-  *) echo "--rate must end in gbit or mbit" >&2; exit 2 ;;
-esac
+line_MBps=$(line_mbps "$rate") || exit 2
 "$py" - "$out" "$line_MBps" "$loopback" "${key:+1}" <<'PY'
 import json, os, sys
 out, line, loopback, curve = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"

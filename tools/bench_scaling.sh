@@ -34,7 +34,8 @@
 #   ringtrain, 1 rank;
 #   2 ranks, --sync diloco --sync-every 8 --sync-overlap with --wire f32, bf16 and int8;
 #   2 ranks, --sync avg --sync-every 8 --sync-overlap --wire int8;
-# and prints tok/s against 1 rank and the bytes rank 0 sends per sync.
+# and prints tok/s against 1 rank and the bytes rank 0 sends per sync. --netem none keeps
+# only the rate (tbf), for kernels without sch_netem.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
@@ -59,6 +60,7 @@ while [ $# -gt 0 ]; do
 done
 if [ "$slow" = 1 ]; then
   rate=${rate:-100mbit} netem=${netem:-delay 10ms loss 0.05%}
+  [ "$netem" = none ] && netem=""  # the rate only (tbf), e.g. on a kernel without sch_netem
 else
   rate=${rate:-1gbit}
 fi
@@ -79,7 +81,7 @@ if [ "$key" = new ]; then
   key=$work/job.key
   "$bin" keygen --out "$key" >/dev/null || exit 1
 fi
-hosts up "$prefix" 2 --rate "$rate" ${netem:+--netem "$netem"} --firewall 29500-29510
+hosts up "$prefix" 2 --rate "$rate" ${netem:+--netem "$netem"} --firewall 29500-29510 || exit 1
 a0=$(hosts addr 0) a1=$(hosts addr 1)
 in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"; }
 

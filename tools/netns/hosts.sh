@@ -68,7 +68,10 @@ case "$cmd" in
       ip -n "$sw" link set "${prefix}p$i" up
       if [ -n "$netem" ]; then
         # shellcheck disable=SC2086  # ARGS are tc words
-        ip netns exec "$ns" tc qdisc add dev eth0 root netem ${rate:+rate $rate} $netem limit 10000
+        ip netns exec "$ns" tc qdisc add dev eth0 root netem ${rate:+rate $rate} $netem limit 10000 2>/dev/null || {
+          echo "hosts.sh: tc refused 'netem ${rate:+rate $rate} $netem': this kernel may lack sch_netem (delay and loss need it); run on a kernel with it, or without --netem" >&2
+          exit 2
+        }
         # shellcheck disable=SC2086
         ip netns exec "$sw" tc qdisc add dev "${prefix}p$i" root netem ${rate:+rate $rate} $netem limit 10000
       elif [ -n "$rate" ]; then

@@ -30,10 +30,8 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-# Install what is missing (PyTorch for the baseline, namespace and firewall tools); the binary is built separately.
-bash tools/setup.sh --no-build reference netns || exit 1
-[ -x "$bin" ] || { echo "no $bin; build first (meson compile -C build)" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "needs root for network namespaces" >&2; exit 2; }
+source tools/netns/jobs.sh  # require_netns_bench, run_job, peers_ns, line_mbps
+require_netns_bench bench_allreduce_compare
 
 prefix="rtb$$x"
 out=$(mktemp -d)
@@ -44,8 +42,6 @@ if [ "$key" = new ]; then
   key=$out/job.key
   "$bin" keygen --out "$key" >/dev/null || exit 1
 fi
-
-source tools/netns/jobs.sh  # run_job, peers_ns, line_mbps
 
 peers_lo() { local s="" r; for r in $(seq 0 $((ranks - 1))); do s+="${s:+,}127.0.0.1:$((29600 + r))"; done; echo "$s"; }
 

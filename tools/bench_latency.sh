@@ -22,12 +22,9 @@ while [ $# -gt 0 ]; do
     *) echo "bench_latency: unknown option $1" >&2; exit 2 ;;
   esac
 done
-bash tools/setup.sh --no-build reference netns || exit 1
-[ -x "$bin" ] || { echo "bench_latency: no $bin; build first (meson compile -C build)" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "bench_latency: needs root for network namespaces" >&2; exit 2; }
-
+source tools/netns/jobs.sh  # require_netns_bench, run_job, peers_ns
+require_netns_bench bench_latency
 prefix="rtl$$x" out=$(mktemp -d) ranks=0
-source tools/netns/jobs.sh  # run_job, peers_ns
 cleanup() { [ "$ranks" -gt 0 ] && tools/netns/hosts.sh down "$prefix" "$ranks" >/dev/null 2>&1; rm -rf "$out"; }
 trap cleanup EXIT
 

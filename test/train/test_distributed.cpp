@@ -77,17 +77,19 @@ int newest_step(const std::string& run, int rank) {
 
 const std::vector<std::string> kSteps = {"--steps", "20", "--eval-every", "10"};
 
+// The losses of one process, run `name`, trained over `steps` with `rows` rows per step.
+std::vector<double> one_process_losses(const std::string& name, std::vector<std::string> steps, int rows) {
+  steps.insert(steps.end(), {"--device-batch", std::to_string(rows)});
+  Proc one = nettest::spawn(base_args(name, steps), name);
+  nettest::wait_one(one, 300);
+  BOOST_REQUIRE_MESSAGE(one.exit_code == 0, one.err());
+  return traintest::losses(run_dir(name) + "/metrics.jsonl");
+}
+
 // The losses of one process with one batch of 4 rows (128 tokens) per step, over kSteps:
 // what every way of splitting that batch must reproduce. Trained once per test process.
 const std::vector<double>& one_big_batch_losses() {
-  static const std::vector<double> losses = [] {
-    std::vector<std::string> flags = kSteps;
-    flags.insert(flags.end(), {"--device-batch", "4"});
-    Proc one = nettest::spawn(base_args("big", flags), "big");
-    nettest::wait_one(one, 300);
-    BOOST_REQUIRE_MESSAGE(one.exit_code == 0, one.err());
-    return traintest::losses(run_dir("big") + "/metrics.jsonl");
-  }();
+  static const std::vector<double> losses = one_process_losses("big", kSteps, 4);
   return losses;
 }
 
@@ -124,14 +126,7 @@ const std::vector<std::string> kShortSteps = {"--steps", "10", "--eval-every", "
 
 // One process with a batch of 8 rows (256 tokens) per step over kShortSteps.
 const std::vector<double>& eight_row_losses() {
-  static const std::vector<double> losses = [] {
-    std::vector<std::string> flags = kShortSteps;
-    flags.insert(flags.end(), {"--device-batch", "8"});
-    Proc one = nettest::spawn(base_args("big8", flags), "big8");
-    nettest::wait_one(one, 300);
-    BOOST_REQUIRE_MESSAGE(one.exit_code == 0, one.err());
-    return traintest::losses(run_dir("big8") + "/metrics.jsonl");
-  }();
+  static const std::vector<double> losses = one_process_losses("big8", kShortSteps, 8);
   return losses;
 }
 

@@ -1,6 +1,14 @@
 # Sourced by the tools/bench_*.sh scripts that run one process per rank (bash only).
-# The caller sets: ranks (number of ranks), out (scratch directory), prefix (namespace
-# prefix of tools/netns/hosts.sh).
+# The caller sets: bin (the ringtrain binary), ranks (number of ranks), out (scratch
+# directory), prefix (namespace prefix of tools/netns/hosts.sh).
+
+# require_netns_bench NAME: what a namespace benchmark needs (PyTorch for the Gloo baseline
+# and the namespace tools, installed when missing; the binary $bin; root), or exit 2 saying which.
+require_netns_bench() {
+  bash tools/setup.sh --no-build reference netns || exit 1
+  [ -x "$bin" ] || { echo "$1: no $bin; build first (meson compile -C build)" >&2; exit 2; }
+  [ "$(id -u)" = 0 ] || { echo "$1: needs root for network namespaces" >&2; exit 2; }
+}
 
 # run_job NAME TIMEOUT MAKE: runs `MAKE R` for every rank R at once (MAKE is a function of
 # the rank), waits up to TIMEOUT seconds (then kills them all), keeps rank 0's stdout in

@@ -3,6 +3,7 @@
 #
 #   sudo tools/bench_allreduce_compare.sh [--sizes 1M,16M,64M,256M] [--rate 1gbit] [--ranks 2]
 #                                         [--no-loopback] [--gloo-timeout 60] [--key FILE|new]
+#                                         [--chunk-bytes 256K]
 #
 # Settings, each with both implementations:
 #   - loopback (127.0.0.1, no limit);
@@ -13,12 +14,13 @@
 # ringtrain runs with f32 and with bf16 on the wire, in plaintext (--insecure between the
 # namespace hosts); with --key also encrypted (CurveZMQ, f32) in every setting, right after
 # the plaintext run of the same setting ("new": a fresh key in the scratch directory).
+# --chunk-bytes sets ringtrain's pipeline chunk (the default is the trainer's), for tuning.
 # Needs root (namespaces), build/ringtrain (or RINGTRAIN_BIN) and /usr/bin/python3 with torch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-sizes=1M,16M,64M,256M rate=1gbit ranks=2 loopback=1 gloo_timeout=60 key=""
+sizes=1M,16M,64M,256M rate=1gbit ranks=2 loopback=1 gloo_timeout=60 key="" chunk=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes=$2; shift 2 ;;
@@ -27,6 +29,7 @@ while [ $# -gt 0 ]; do
     --no-loopback) loopback=0; shift ;;
     --gloo-timeout) gloo_timeout=$2; shift 2 ;;
     --key) key=$2; shift 2 ;;
+    --chunk-bytes) chunk=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -45,13 +48,13 @@ fi
 
 peers_lo() { local s="" r; for r in $(seq 0 $((ranks - 1))); do s+="${s:+,}127.0.0.1:$((29600 + r))"; done; echo "$s"; }
 
-rt_lo_f32() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json; }
-rt_lo_bf16() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --wire bf16; }
+rt_lo_f32() { "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json; }
+rt_lo_bf16() { "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --wire bf16; }
 gloo_lo() { "$py" tools/bench_allreduce_gloo.py --rank "$1" --world "$ranks" --master 127.0.0.1:29650 --sizes "$sizes" --json; }
-rt_lo_curve() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --key "$key"; }
-rt_ns_f32() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --insecure; }
-rt_ns_bf16() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --wire bf16 --insecure; }
-rt_ns_curve() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --key "$key"; }
+rt_lo_curve() { "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --key "$key"; }
+rt_ns_f32() { ip netns exec "${prefix}h$1" "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --insecure; }
+rt_ns_bf16() { ip netns exec "${prefix}h$1" "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --wire bf16 --insecure; }
+rt_ns_curve() { ip netns exec "${prefix}h$1" "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --key "$key"; }
 gloo_ns() {
   ip netns exec "${prefix}h$1" "$py" tools/bench_allreduce_gloo.py --rank "$1" --world "$ranks" \
     --master "$(hosts addr 0):29510" --ifname eth0 --sizes "$sizes" --json --timeout "$gloo_timeout"

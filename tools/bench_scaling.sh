@@ -32,8 +32,9 @@
 # 100mbit by default and --netem "delay 10ms loss 0.05%" on both ends of each link, i.e.
 # 40 ms round trip and about 0.1% loss each way; tools/netns/hosts.sh) and runs
 #   ringtrain, 1 rank;
-#   2 ranks, --sync diloco --sync-every 8 --sync-overlap with --wire f32, bf16 and int8;
-#   2 ranks, --sync avg --sync-every 8 --sync-overlap --wire int8;
+#   2 ranks, --sync diloco --sync-every 8 --sync-overlap --overlap-steps 8 (the average may
+#     take all 8 steps to travel) with --wire f32, bf16 and int8, and int8 with 1 step;
+#   2 ranks, --sync avg --sync-every 8 --sync-overlap --overlap-steps 8 --wire int8;
 # and prints tok/s against 1 rank and the bytes rank 0 sends per sync. --netem none keeps
 # only the rate (tbf), for kernels without sch_netem.
 set -uo pipefail
@@ -176,12 +177,11 @@ PY
   echo "slow link: $rate, netem '$netem' on both ends of each link; d$depth; steps $steps after $warmup warm-up"
   printf '\n| run | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank | MB sent per sync (rank 0) |\n|---|---|---|---|---|\n'
   printf '| ringtrain, 1 rank | %s | - | 1.00x | - |\n' "${rt1% *}"
-  for run in "diloco f32" "diloco bf16" "diloco int8" "avg int8"; do
+  for run in "diloco f32 8" "diloco bf16 8" "diloco int8 1" "diloco int8 8" "avg int8 8"; do
     set -- $run
-    res=$(run_rt "slow-$1-$2" 2 --sync "$1" --sync-every 8 --sync-overlap --wire "$2" --insecure)
-    printf '| 2 ranks, --sync %s --sync-every 8 --sync-overlap --wire %s | %s | %s | %s | %s |\n' "$1" "$2" "${res% *}" \
-      "${res#* }" "$(ratio "$res" "$rt1")" \
-      "$(bytes_per_sync "$work/slow-$1-$2/metrics.jsonl")"
+    res=$(run_rt "slow-$1-$2-$3" 2 --sync "$1" --sync-every 8 --sync-overlap --overlap-steps "$3" --wire "$2" --insecure)
+    printf '| 2 ranks, --sync %s --sync-every 8 --sync-overlap --overlap-steps %s --wire %s | %s | %s | %s | %s |\n' "$1" "$3" "$2" \
+      "${res% *}" "${res#* }" "$(ratio "$res" "$rt1")" "$(bytes_per_sync "$work/slow-$1-$2-$3/metrics.jsonl")"
   done
   exit 0
 fi

@@ -40,6 +40,7 @@ std::string TrainOptions::shared_config_text() const {
     << "\n--eval-every=" << eval_every << "\n--eval-tokens=" << eval_tokens
     << "\n--save-every=" << save_every << "\n--stop-after=" << stop_after
     << "\n--sync=" << sync_mode_name(sync) << "\n--sync-every=" << sync_every << "\n--sync-overlap=" << sync_overlap
+    << "\n--overlap-steps=" << overlap_steps
     << "\n--outer-lr=" << outer_lr << "\n--outer-momentum=" << outer_momentum
     << "\n--wire=" << net::wire_name(wire) << "\n--resume=" << resume
     << "\n--peers=";
@@ -111,6 +112,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ("sync", "grad (average gradients every step), avg (average parameters every --sync-every steps) or diloco", cxxopts::value<std::string>()->default_value("grad"))
       ("sync-every", "steps between parameter averages for avg and diloco", cxxopts::value<int64_t>()->default_value("1"))
       ("sync-overlap", "avg and diloco: average in the background while the next step computes, then add that step's local progress (hides the network time)")
+      ("overlap-steps", "with --sync-overlap: steps the background average may take before it is applied (1 to --sync-every; more hides a slower link)",
+       cxxopts::value<int64_t>()->default_value("1"))
       ("outer-lr", "DiLoCo outer learning rate", cxxopts::value<float>()->default_value("0.7"))
       ("outer-momentum", "DiLoCo outer Nesterov momentum", cxxopts::value<float>()->default_value("0.9"))
       ("wire", "f32, bf16 or int8 (avg and diloco only: blocks of 64 values with a scale, error feedback) on the wire", cxxopts::value<std::string>()->default_value("f32"))
@@ -168,6 +171,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     if (const auto list = r["peers"].as<std::string>(); !list.empty()) o.peers = net::parse_peers(list);
     o.sync_every = r["sync-every"].as<int64_t>();
     o.sync_overlap = r.count("sync-overlap") > 0;
+    o.overlap_steps = r["overlap-steps"].as<int64_t>();
     o.outer_lr = r["outer-lr"].as<float>();
     o.outer_momentum = r["outer-momentum"].as<float>();
     o.job_id = r["job-id"].as<std::string>();
@@ -207,6 +211,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
           "--sync-overlap applies to --sync avg and --sync diloco; drop it with --sync grad");
   require(o.wire != net::Wire::Int8 || o.sync != SyncMode::Grad,
           "--wire int8 applies to --sync avg and --sync diloco; with --sync grad use --wire f32 or bf16");
+  require(o.overlap_steps >= 1 && o.overlap_steps <= o.sync_every && (o.sync_overlap || o.overlap_steps == 1),
+          "--overlap-steps goes with --sync-overlap and must be 1 to --sync-every (the average is applied before the next one starts)");
   require(o.peers.size() != 1, "--peers lists every rank's HOST:PORT; with one rank, leave --peers out");
   require(o.rank >= 0 && o.rank < o.world(),
           "--rank " + std::to_string(o.rank) + " is outside --peers (" + std::to_string(o.world()) +

@@ -44,6 +44,7 @@ struct TrainOptions {
   SyncMode sync = SyncMode::Grad;
   int64_t sync_every = 1;
   bool sync_overlap = false;  // avg/diloco: average in the background, one step delayed
+  int64_t overlap_steps = 1;  // ... or this many steps delayed (--overlap-steps)
   float outer_lr = 0.7f;
   float outer_momentum = 0.9f;
   net::Wire wire = net::Wire::F32;

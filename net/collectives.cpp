@@ -14,12 +14,20 @@
 
 namespace rt::net {
 
-const char* wire_name(Wire w) { return w == Wire::Bf16 ? "bf16" : "f32"; }
+const char* wire_name(Wire w) {
+  switch (w) {
+    case Wire::F32: return "f32";
+    case Wire::Bf16: return "bf16";
+    case Wire::Int8: return "int8";
+  }
+  return "?";
+}
 
 Wire parse_wire(const std::string& text) {
   if (text == "f32") return Wire::F32;
   if (text == "bf16") return Wire::Bf16;
-  throw UsageError("--wire '" + text + "' is not a wire format; use f32 or bf16");
+  if (text == "int8") return Wire::Int8;
+  throw UsageError("--wire '" + text + "' is not a wire format; use f32, bf16 or int8");
 }
 
 ShardRange shard_range(size_t n, int world, int rank) {
@@ -182,27 +190,41 @@ void Communicator::collective(F&& body) {
   }
 }
 
-void Communicator::all_reduce(float* data, size_t n, ReduceOp op, Wire wire) {
-  collective([&](uint64_t seq) { return ring_collective(*transport_, seq, RingPhases::Both, data, n, op, wire); });
+namespace {
+// int8 needs the all-reduce's one encoding per element (ring_allreduce.cpp).
+void require_float_wire(Wire wire, const char* collective) {
+  if (wire == Wire::Int8)
+    throw UsageError(std::string(collective) + " takes f32 or bf16 on the wire; int8 is for all_reduce only");
+}
+}  // namespace
+
+void Communicator::all_reduce(float* data, size_t n, ReduceOp op, Wire wire, float* residual) {
+  collective([&](uint64_t seq) {
+    return ring_collective(*transport_, seq, RingPhases::Both, data, n, op, wire, {}, residual);
+  });
 }
 
 void Communicator::reduce_scatter(float* data, size_t n, ReduceOp op, Wire wire) {
+  require_float_wire(wire, "reduce_scatter");
   collective([&](uint64_t seq) { return ring_collective(*transport_, seq, RingPhases::ReduceScatter, data, n, op, wire); });
 }
 
 void Communicator::all_gather(float* data, size_t n, Wire wire) {
+  require_float_wire(wire, "all_gather");
   collective([&](uint64_t seq) {
     return ring_collective(*transport_, seq, RingPhases::AllGather, data, n, ReduceOp::Sum, wire);
   });
 }
 
 void Communicator::reduce_scatter(float* data, std::span<const size_t> bounds, ReduceOp op, Wire wire) {
+  require_float_wire(wire, "reduce_scatter");
   collective([&](uint64_t seq) {
     return ring_collective(*transport_, seq, RingPhases::ReduceScatter, data, bounds.back(), op, wire, bounds);
   });
 }
 
 void Communicator::all_gather(float* data, std::span<const size_t> bounds, Wire wire) {
+  require_float_wire(wire, "all_gather");
   collective([&](uint64_t seq) {
     return ring_collective(*transport_, seq, RingPhases::AllGather, data, bounds.back(), ReduceOp::Sum, wire, bounds);
   });
@@ -210,6 +232,7 @@ void Communicator::all_gather(float* data, std::span<const size_t> bounds, Wire 
 
 void Communicator::broadcast(float* data, size_t n, int root, Wire wire) {
   check_root(root);
+  require_float_wire(wire, "broadcast");
   collective([&](uint64_t seq) { return chain_broadcast(*transport_, seq, data, n, root, wire); });
 }
 

@@ -7,8 +7,9 @@ namespace rt::net {
 namespace {
 
 std::string describe_call(CollectiveKind kind, uint64_t seq, uint64_t count, int wire) {
+  const char* name = wire <= static_cast<int>(Wire::Int8) ? wire_name(static_cast<Wire>(wire)) : "unknown";
   return std::string(collective_name(kind)) + " #" + std::to_string(seq) + " of " + std::to_string(count) +
-         " elements, " + (wire ? "bf16" : "f32") + " wire";
+         " elements, " + name + " wire";
 }
 
 }  // namespace
@@ -26,7 +27,7 @@ const char* collective_name(CollectiveKind k) {
 }
 
 uint64_t run_stream(Transport& t, uint64_t seq, const Stream& s) {
-  const int wire = s.wire == Wire::Bf16 ? 1 : 0;
+  const int wire = static_cast<int>(s.wire);  // the header's wire field
   Header out;
   out.kind = MsgKind::Data;
   out.collective = static_cast<uint8_t>(s.kind);

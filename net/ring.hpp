@@ -13,8 +13,10 @@ namespace rt::net {
 enum class RingPhases { ReduceScatter, AllGather, Both };
 
 // bounds: world + 1 segment boundaries, or empty for even segments (shard_range).
+// residual: with Wire::Int8 (RingPhases::Both only), n floats that receive this rank's
+// rounding error per element (ring_allreduce.cpp); may be null.
 uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data, size_t n, ReduceOp op, Wire wire,
-                         std::span<const size_t> bounds = {});
+                         std::span<const size_t> bounds = {}, float* residual = nullptr);
 uint64_t chain_broadcast(Transport& t, uint64_t seq, float* data, size_t n, int root, Wire wire);
 // Every rank's part; part_bytes[q] is rank q's size, known to every rank before the call.
 uint64_t ring_gather_parts(Transport& t, uint64_t seq, CollectiveKind kind, std::string_view mine,

@@ -27,10 +27,20 @@
 // With bf16 on the wire, sums stay float32 in the buffer; only the messages are rounded.
 // The owner rounds its finished segment before sending it in the all-gather, so every
 // rank ends with the same bits.
+//
+// With int8 on the wire (all-reduce only), every rank encodes each element exactly once:
+// the partial sum it forwards in the reduce-scatter, or, for its own segment, the finished
+// sum, which it encodes once, keeps decoded and sends; the all-gather forwards the received
+// bytes unchanged. So every rank decodes the same bytes (identical results), and the
+// result is sum(data) - sum over ranks of the error each rank made, which it gets back in
+// `residual` (error feedback: add it to the next call's data and nothing is lost).
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "bf16.hpp"
+#include "int8_blocks.hpp"
 #include "pipeline.hpp"
 #include "ring.hpp"
 #include "zero_copy.hpp"
@@ -38,9 +48,15 @@
 namespace rt::net {
 
 uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data, size_t n, ReduceOp op, Wire wire,
-                         std::span<const size_t> bounds) {
+                         std::span<const size_t> bounds, float* residual) {
   const int N = t.world(), r = t.rank();
-  if (N == 1) return 0;  // a sum or average over one rank is the input
+  const bool int8 = wire == Wire::Int8;
+  if (int8 && phases != RingPhases::Both)
+    throw RuntimeError("int8 on the wire is for all-reduce only (internal error)");
+  if (N == 1) {  // a sum or average over one rank is the input
+    if (residual) std::fill(residual, residual + n, 0.0f);
+    return 0;
+  }
   if (!bounds.empty() && (bounds.size() != static_cast<size_t>(N) + 1 || bounds[0] != 0 || bounds[N] != n ||
                           !std::is_sorted(bounds.begin(), bounds.end())))
     throw RuntimeError("ring collective: segment bounds do not cover the buffer in rank order (internal error)");
@@ -49,6 +65,7 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
   };
   const bool bf16 = wire == Wire::Bf16;
   const size_t elem_bytes = bf16 ? 2 : 4;
+  auto wire_bytes = [&](size_t elems) { return int8 ? int8_encoded_bytes(elems) : elems * elem_bytes; };
   const size_t chunk_elems = std::max<size_t>(1, t.options().chunk_bytes / 4);
   size_t largest_segment = 0;
   for (int q = 0; q < N; ++q) largest_segment = std::max(largest_segment, segment_range(q).size());
@@ -85,19 +102,36 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
   s.send_items = s.recv_items = items;
   s.lead = C;
 
+  // int8: the bytes of all-gather item i, stored when they are known (the owner's encoded
+  // chunk, or the chunk received one step earlier, item i - C) until item i is sent.
+  std::vector<std::string> int8_forward(int8 ? items : 0);
+  auto bad_int8 = [&](size_t i) {
+    t.fail(t.describe(s.from) + " sent chunk " + std::to_string(i) + " of " + collective_name(s.kind) + " #" +
+               std::to_string(seq) + " with an int8 scale or value out of range; it runs a modified or broken ringtrain",
+           true);
+  };
+
   // Chunk c of segment `segment` is region segment * C + c of the zero-copy sends.
   ZeroCopySends in_flight(t, static_cast<size_t>(N) * C);
   s.encode = [&](size_t i, zmq::message_t& out) {
-    const int segment = send_segment(step_of(i));
+    const long g = step_of(i);
+    const int segment = send_segment(g);
     ShardRange c = chunk(segment, i % C);
-    if (bf16) {
+    if (int8 && g >= N - 1) {  // all-gather: bytes already encoded
+      out.rebuild(int8_forward[i].data(), int8_forward[i].size());
+      std::string().swap(int8_forward[i]);
+    } else if (int8) {  // reduce-scatter: our partial sum, encoded once, its error kept
+      out.rebuild(int8_encoded_bytes(c.size()));
+      encode_int8(data + c.begin, c.size(), out.data(), nullptr, residual ? residual + c.begin : nullptr);
+    } else if (bf16) {
       out.rebuild(c.size() * elem_bytes);
       encode_bf16(data + c.begin, static_cast<uint16_t*>(out.data()), c.size());
     } else {
       out = in_flight.borrow(data + c.begin, c.size() * 4, static_cast<size_t>(segment) * C + i % C);
     }
   };
-  s.expected_bytes = [&](size_t i) { return chunk(recv_segment(step_of(i)), i % C).size() * elem_bytes; };
+  s.expected_bytes = [&](size_t i) { return wire_bytes(chunk(recv_segment(step_of(i)), i % C).size()); };
+  auto bytes_of = [&](size_t i) { return s.expected_bytes(i); };
   s.absorb = [&](size_t i, const void* payload, size_t) {
     const long g = step_of(i);
     const int segment = recv_segment(g);
@@ -105,13 +139,26 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
     float* dst = data + c.begin;
     in_flight.wait_region(static_cast<size_t>(segment) * C + i % C);
     if (g < N - 1) {  // reduce-scatter: add the partial sum of the ranks before us
-      if (bf16) add_bf16(dst, payload, c.size());
-      else add_f32(dst, payload, c.size());
+      if (int8) {
+        if (!add_int8(dst, payload, c.size())) bad_int8(i);
+      } else if (bf16) {
+        add_bf16(dst, payload, c.size());
+      } else {
+        add_f32(dst, payload, c.size());
+      }
       if (g == N - 2) {  // this chunk of our own segment is now complete
         if (op == ReduceOp::Avg)
           for (size_t k = 0; k < c.size(); ++k) dst[k] /= static_cast<float>(N);
         if (bf16 && phases == RingPhases::Both) round_bf16_inplace(dst, c.size());
+        if (int8) {  // encoded once for the all-gather; we keep what the others will decode
+          std::string& bytes = int8_forward[i + C];
+          bytes.resize(int8_encoded_bytes(c.size()));
+          encode_int8(dst, c.size(), bytes.data(), dst, residual ? residual + c.begin : nullptr);
+        }
       }
+    } else if (int8) {  // all-gather: decode, and keep the bytes for the next rank
+      if (!decode_int8(payload, c.size(), dst)) bad_int8(i);
+      if (i + C < items) int8_forward[i + C].assign(static_cast<const char*>(payload), bytes_of(i));
     } else {  // all-gather: store the finished chunk
       if (bf16) decode_bf16(payload, dst, c.size());
       else if (c.size()) std::memcpy(dst, payload, c.size() * 4);

@@ -48,7 +48,7 @@ struct Header {
   uint32_t magic = kMagic;
   MsgKind kind = MsgKind::Heartbeat;
   uint8_t collective = 0;  // CollectiveKind of Data messages
-  uint8_t wire = 0;        // 0 f32, 1 bf16
+  uint8_t wire = 0;        // Wire of the data: 0 f32, 1 bf16, 2 int8
   uint8_t reserved = 0;
   uint16_t sender = kNoRank;
   uint16_t root = 0;       // broadcast root

@@ -3,6 +3,7 @@
 #
 #   sudo tools/bench_allreduce_compare.sh [--sizes 1M,16M,64M,256M] [--rate 1gbit] [--ranks 2]
 #                                         [--no-loopback] [--gloo-timeout 60] [--key FILE|new]
+#                                         [--chunk-bytes 256K]
 #
 # Settings, each with both implementations:
 #   - loopback (127.0.0.1, no limit);
@@ -13,12 +14,13 @@
 # ringtrain runs with f32 and with bf16 on the wire, in plaintext (--insecure between the
 # namespace hosts); with --key also encrypted (CurveZMQ, f32) in every setting, right after
 # the plaintext run of the same setting ("new": a fresh key in the scratch directory).
+# --chunk-bytes sets ringtrain's pipeline chunk (the default is the trainer's), for tuning.
 # Needs root (namespaces), build/ringtrain (or RINGTRAIN_BIN) and /usr/bin/python3 with torch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-sizes=1M,16M,64M,256M rate=1gbit ranks=2 loopback=1 gloo_timeout=60 key=""
+sizes=1M,16M,64M,256M rate=1gbit ranks=2 loopback=1 gloo_timeout=60 key="" chunk=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --sizes) sizes=$2; shift 2 ;;
@@ -27,13 +29,12 @@ while [ $# -gt 0 ]; do
     --no-loopback) loopback=0; shift ;;
     --gloo-timeout) gloo_timeout=$2; shift 2 ;;
     --key) key=$2; shift 2 ;;
+    --chunk-bytes) chunk=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-# Install what is missing (PyTorch for the baseline, namespace and firewall tools); the binary is built separately.
-bash tools/setup.sh --no-build reference netns || exit 1
-[ -x "$bin" ] || { echo "no $bin; build first (meson compile -C build)" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "needs root for network namespaces" >&2; exit 2; }
+source tools/netns/jobs.sh  # require_netns_bench, run_job, peers_ns, line_mbps
+require_netns_bench bench_allreduce_compare
 
 prefix="rtb$$x"
 out=$(mktemp -d)
@@ -45,39 +46,15 @@ if [ "$key" = new ]; then
   "$bin" keygen --out "$key" >/dev/null || exit 1
 fi
 
-# run_job NAME TIMEOUT CMD-FOR-RANK... : starts one command per rank (given as a function
-# of the rank), waits up to TIMEOUT seconds, keeps rank 0's stdout in $out/NAME.
-run_job() {
-  local name=$1 limit=$2 make=$3 pids=() r
-  for r in $(seq 0 $((ranks - 1))); do
-    $make "$r" >"$out/$name.$r" 2>"$out/$name.$r.err" &
-    pids+=($!)
-  done
-  local deadline=$((SECONDS + limit)) status=ok
-  for p in "${pids[@]}"; do
-    while kill -0 "$p" 2>/dev/null; do
-      if [ $SECONDS -ge $deadline ]; then status=timeout; break; fi
-      sleep 0.5
-    done
-  done
-  if [ $status = timeout ]; then
-    for p in "${pids[@]}"; do pkill -9 -P "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
-  fi
-  wait 2>/dev/null
-  cp "$out/$name.0" "$out/$name"
-  echo $status >"$out/$name.status"
-}
-
-peers_ns() { local s="" r; for r in $(seq 0 $((ranks - 1))); do s+="${s:+,}$(hosts addr "$r"):$((29500 + r))"; done; echo "$s"; }
 peers_lo() { local s="" r; for r in $(seq 0 $((ranks - 1))); do s+="${s:+,}127.0.0.1:$((29600 + r))"; done; echo "$s"; }
 
-rt_lo_f32() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json; }
-rt_lo_bf16() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --wire bf16; }
+rt_lo_f32() { "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json; }
+rt_lo_bf16() { "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --wire bf16; }
 gloo_lo() { "$py" tools/bench_allreduce_gloo.py --rank "$1" --world "$ranks" --master 127.0.0.1:29650 --sizes "$sizes" --json; }
-rt_lo_curve() { "$bin" bench allreduce --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --key "$key"; }
-rt_ns_f32() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --insecure; }
-rt_ns_bf16() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --wire bf16 --insecure; }
-rt_ns_curve() { ip netns exec "${prefix}h$1" "$bin" bench allreduce --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --key "$key"; }
+rt_lo_curve() { "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --key "$key"; }
+rt_ns_f32() { ip netns exec "${prefix}h$1" "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --insecure; }
+rt_ns_bf16() { ip netns exec "${prefix}h$1" "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --wire bf16 --insecure; }
+rt_ns_curve() { ip netns exec "${prefix}h$1" "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --key "$key"; }
 gloo_ns() {
   ip netns exec "${prefix}h$1" "$py" tools/bench_allreduce_gloo.py --rank "$1" --world "$ranks" \
     --master "$(hosts addr 0):29510" --ifname eth0 --sizes "$sizes" --json --timeout "$gloo_timeout"
@@ -103,12 +80,7 @@ run_job fw_rt_f32 900 rt_ns_f32
 [ -n "$key" ] && run_job fw_rt_curve 900 rt_ns_curve
 run_job fw_gloo "$gloo_timeout" gloo_ns
 
-# Line rate in MB/s (10^6 bytes) from the tc rate: 1gbit -> 125.
-case "$rate" in
-  *gbit) line_MBps=$(awk -v r="${rate%gbit}" 'BEGIN{print r*1000/8}') ;;
-  *mbit) line_MBps=$(awk -v r="${rate%mbit}" 'BEGIN{print r/8}') ;;
-  *) echo "--rate must end in gbit or mbit" >&2; exit 2 ;;
-esac
+line_MBps=$(line_mbps "$rate") || exit 2
 "$py" - "$out" "$line_MBps" "$loopback" "${key:+1}" <<'PY'
 import json, os, sys
 out, line, loopback, curve = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"

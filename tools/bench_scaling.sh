@@ -5,6 +5,7 @@
 #
 #   sudo tools/bench_scaling.sh [--steps 16] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR] [--key FILE|new]
 #                               [--baseline-bin PATH] [--compare-only [--repeat N]]
+#                               [--slow-link [--netem ARGS]]
 #
 # --key adds a row of --sync grad with the job key (CURVE), next to the plaintext one.
 # --baseline-bin runs the --sync grad row a second time with another ringtrain binary (e.g.
@@ -26,11 +27,21 @@
 #   PyTorch DDP + Gloo, 2 ranks            (same firewall: it cannot connect; killed after --gloo-timeout)
 #   PyTorch, 1 rank; PyTorch DDP + Gloo, 2 ranks   (firewall off)
 # and prints one table. Nothing else should run on the machine meanwhile.
+#
+# --slow-link instead joins the two hosts through a slow, far link (tc netem: --rate
+# 100mbit by default and --netem "delay 10ms loss 0.05%" on both ends of each link, i.e.
+# 40 ms round trip and about 0.1% loss each way; tools/netns/hosts.sh) and runs
+#   ringtrain, 1 rank;
+#   2 ranks, --sync diloco --sync-every 8 --sync-overlap --overlap-steps 8 (the average may
+#     take all 8 steps to travel) with --wire f32, bf16 and int8, and int8 with 1 step;
+#   2 ranks, --sync avg --sync-every 8 --sync-overlap --overlap-steps 8 --wire int8;
+# and prints tok/s against 1 rank and the bytes rank 0 sends per sync. --netem none keeps
+# only the rate (tbf), for kernels without sch_netem.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-steps=16 warmup=2 depth=8 rate=1gbit data="" gloo_timeout=60 key="" baseline_bin="" compare_only=0 repeat=3
+steps=16 warmup=2 depth=8 rate="" data="" gloo_timeout=60 key="" baseline_bin="" compare_only=0 repeat=3 slow=0 netem=
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
@@ -43,9 +54,17 @@ while [ $# -gt 0 ]; do
     --compare-only) compare_only=1; shift ;;
     --repeat) repeat=$2; shift 2 ;;
     --key) key=$2; shift 2 ;;
+    --slow-link) slow=1; shift ;;
+    --netem) netem=$2; shift 2 ;;
     *) echo "bench_scaling: unknown option $1" >&2; exit 2 ;;
   esac
 done
+if [ "$slow" = 1 ]; then
+  rate=${rate:-100mbit} netem=${netem:-delay 10ms loss 0.05%}
+  [ "$netem" = none ] && netem=""  # the rate only (tbf), e.g. on a kernel without sch_netem
+else
+  rate=${rate:-1gbit}
+fi
 # Install what is missing (PyTorch for the baseline, namespace and firewall tools); the binary is built separately.
 bash tools/setup.sh --no-build reference netns || exit 1
 [ "$(id -u)" = 0 ] || { echo "bench_scaling: needs root (network namespaces)" >&2; exit 2; }
@@ -63,7 +82,7 @@ if [ "$key" = new ]; then
   key=$work/job.key
   "$bin" keygen --out "$key" >/dev/null || exit 1
 fi
-hosts up "$prefix" 2 --rate "$rate" --firewall 29500-29510
+hosts up "$prefix" 2 --rate "$rate" ${netem:+--netem "$netem"} --firewall 29500-29510 || exit 1
 a0=$(hosts addr 0) a1=$(hosts addr 1)
 in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"; }
 
@@ -71,27 +90,7 @@ in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"
 # metrics file (ringtrain) or a JSON-lines stdout (PyTorch). Tokens / time: from rank 0's
 # clock (elapsed_s) where the records have it (with avg the ranks run free between
 # syncs, so per-step times say little), else the harmonic mean of the per-step rates.
-throughput() {
-  "$py" - "$1" "$warmup" <<'PY'
-import json, sys, statistics
-recs = []
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if line.startswith("{"):
-        r = json.loads(line)
-        if "tok_per_s" in r and "val_bpb" not in r:
-            recs.append(r)
-warm = int(sys.argv[2])
-before, recs = recs[warm - 1] if warm > 0 else None, recs[warm:]
-if not recs:
-    print("-"); sys.exit()
-if before and "elapsed_s" in before:
-    rate = (recs[-1]["tokens"] - before["tokens"]) / (recs[-1]["elapsed_s"] - before["elapsed_s"])
-else:
-    rate = statistics.harmonic_mean([r["tok_per_s"] for r in recs])
-print("%.1f %.2f" % (rate, statistics.mean(r.get("comm_s", 0) for r in recs)))
-PY
-}
+throughput() { "$py" tools/metrics_rate.py "$1" "$warmup"; }
 
 # Mean bytes_sent per step of rank 0 after the warm-up, in MB (10^6 bytes).
 bytes_per_step() {
@@ -102,6 +101,9 @@ recs = [r for r in recs if "bytes_sent" in r][int(sys.argv[2]):]
 print("%.1f" % (sum(r["bytes_sent"] for r in recs) / len(recs) / 1e6) if recs else "-")
 PY
 }
+
+# A / B of two tok/s results ("tok/s comm_s"), as 1.23x.
+ratio() { "$py" -c "import sys; a=sys.argv[1].split()[0]; b=sys.argv[2].split()[0]; print('%.2fx' % (float(a)/float(b)) if a not in '-' and b not in '-' else '-')" "$1" "$2" 2>/dev/null || echo -; }
 
 common=(train --data "$data" --depth "$depth" --seq-len 1024 --device-batch 2 --steps 1000 --stop-after "$((steps + warmup))"
         --eval-every 0 --eval-tokens 1024 --threads 1 --no-progress)
@@ -159,6 +161,30 @@ if [ "$compare_only" = 1 ]; then
   cpu_line
   exit 0
 fi
+if [ "$slow" = 1 ]; then
+  # Rank 0's payload bytes per average (MB = 10^6 bytes): all of its bytes over the syncs.
+  bytes_per_sync() {
+    "$py" - "$1" 8 <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+recs = [r for r in recs if "bytes_sent" in r]
+syncs = sum(1 for r in recs if r["step"] % int(sys.argv[2]) == 0)
+print("%.2f" % (sum(r["bytes_sent"] for r in recs) / syncs / 1e6) if syncs else "-")
+PY
+  }
+  rt1=$(run_rt rt-1rank 1)
+  cpu_line
+  echo "slow link: $rate, netem '$netem' on both ends of each link; d$depth; steps $steps after $warmup warm-up"
+  printf '\n| run | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank | MB sent per sync (rank 0) |\n|---|---|---|---|---|\n'
+  printf '| ringtrain, 1 rank | %s | - | 1.00x | - |\n' "${rt1% *}"
+  for run in "diloco f32 8" "diloco bf16 8" "diloco int8 1" "diloco int8 8" "avg int8 8"; do
+    set -- $run
+    res=$(run_rt "slow-$1-$2-$3" 2 --sync "$1" --sync-every 8 --sync-overlap --overlap-steps "$3" --wire "$2" --insecure)
+    printf '| 2 ranks, --sync %s --sync-every 8 --sync-overlap --overlap-steps %s --wire %s | %s | %s | %s | %s |\n' "$1" "$3" "$2" \
+      "${res% *}" "${res#* }" "$(ratio "$res" "$rt1")" "$(bytes_per_sync "$work/slow-$1-$2-$3/metrics.jsonl")"
+  done
+  exit 0
+fi
 rt1=$(run_rt rt-1rank 1)
 [ -z "$baseline_bin" ] || rtg0=$(rt_bin=$baseline_bin run_rt rt-grad-baseline 2 --sync grad)
 rtg=$(run_rt rt-grad 2 --sync grad --insecure)
@@ -171,7 +197,6 @@ hosts firewall "$prefix" 2 off
 pt1=$(run_torch pt-1rank 1 3600)
 pt2=$(run_torch pt-ddp 2 3600)
 
-ratio() { "$py" -c "import sys; a=sys.argv[1].split()[0]; b=sys.argv[2].split()[0]; print('%.2fx' % (float(a)/float(b)) if a not in '-' and b not in '-' else '-')" "$1" "$2" 2>/dev/null || echo -; }
 cpu_line
 printf '\n| run | firewall (29500-29510 only) | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank |\n|---|---|---|---|---|\n'
 printf '| ringtrain, 1 rank | - | %s | - | 1.00x |\n' "${rt1% *}"

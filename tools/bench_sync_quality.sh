@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Does parameter averaging cost quality? Trains the same model four times with two local
-# ranks (loopback): --sync grad, --sync avg --sync-every H, the same with --sync-overlap,
-# and --sync diloco --sync-every H, on the same data and tokens, then prints the final val
-# bpb of each against grad and plots the curves in one PNG.
+# Does parameter averaging cost quality, and does compressing it? Trains the same model with
+# two local ranks (loopback): --sync grad, --sync avg --sync-every H, the same with
+# --sync-overlap, --sync diloco --sync-every H with f32, bf16 and int8 on the wire, and avg
+# overlapped with int8, on the same data and tokens, then prints the final val bpb of each
+# against grad and against f32 diloco, the bytes rank 0 sent per sync, and plots the curves
+# in one PNG.
 #
 #   tools/bench_sync_quality.sh [--depth 4] [--steps 400] [--every 8] [--out runs/sync-quality] [--data DIR]
 set -euo pipefail
@@ -43,17 +45,29 @@ run grad --sync grad
 run avg --sync avg --sync-every "$every"
 run avg-overlap --sync avg --sync-every "$every" --sync-overlap
 run diloco --sync diloco --sync-every "$every"
+run diloco-bf16 --sync diloco --sync-every "$every" --wire bf16
+run diloco-int8 --sync diloco --sync-every "$every" --wire int8
+run avg-overlap-int8 --sync avg --sync-every "$every" --sync-overlap --wire int8
 "$py" tools/plot_metrics.py "$out/grad/metrics.jsonl" "$out/avg/metrics.jsonl" "$out/avg-overlap/metrics.jsonl" \
-  "$out/diloco/metrics.jsonl" --label "grad" --label "avg H=$every" --label "avg H=$every overlapped" \
-  --label "diloco H=$every" --out "$out/sync-quality.png" \
+  "$out/diloco/metrics.jsonl" "$out/diloco-int8/metrics.jsonl" --label "grad" --label "avg H=$every" \
+  --label "avg H=$every overlapped" --label "diloco H=$every" --label "diloco H=$every int8" --out "$out/sync-quality.png" \
   --title "d$depth, 2 ranks: gradient vs parameter averaging"
-"$py" - "$out" <<'PY'
+"$py" - "$out" "$every" <<'PY'
 import json, sys
-base = None
-print("| sync | final val bpb | vs grad |\n|---|---|---|")
-for name in ("grad", "avg", "avg-overlap", "diloco"):
-    recs = [json.loads(l) for l in open(f"{sys.argv[1]}/{name}/metrics.jsonl") if "val_bpb" in l]
-    bpb = recs[-1]["val_bpb"]
-    base = base or bpb
-    print(f"| {name} | {bpb:.4f} (step {recs[-1]['step']}, {recs[-1]['tokens']:.0f} tokens) | {100 * (bpb / base - 1):+.2f}% |")
+out, every = sys.argv[1], int(sys.argv[2])
+def final(name):
+    recs = [json.loads(l) for l in open(f"{out}/{name}/metrics.jsonl")]
+    evals = [r for r in recs if "val_bpb" in r]
+    steps = [r for r in recs if "bytes_sent" in r]
+    syncs = sum(1 for r in steps if r["step"] % every == 0)
+    return evals[-1], sum(r["bytes_sent"] for r in steps) / syncs / 1e6 if syncs else float("nan")
+grad, diloco = final("grad")[0]["val_bpb"], final("diloco")[0]["val_bpb"]
+print("| sync | wire | final val bpb | vs grad | vs diloco f32 | MB sent per sync (rank 0) |\n|---|---|---|---|---|---|")
+for name, wire in (("grad", "f32"), ("avg", "f32"), ("avg-overlap", "f32"), ("diloco", "f32"), ("diloco-bf16", "bf16"),
+                   ("diloco-int8", "int8"), ("avg-overlap-int8", "int8")):
+    ev, mb = final(name)
+    bpb = ev["val_bpb"]
+    per_sync = "-" if name == "grad" else f"{mb:.2f}"
+    print(f"| {name.replace('-' + wire, '')} | {wire} | {bpb:.4f} (step {ev['step']}, {ev['tokens']:.0f} tokens) | "
+          f"{100 * (bpb / grad - 1):+.2f}% | {100 * (bpb / diloco - 1):+.2f}% | {per_sync} |")
 PY

@@ -36,10 +36,11 @@ std::string TrainOptions::shared_config_text() const {
   std::ostringstream s;
   s << "--depth=" << depth << "\n--seq-len=" << seq_len << "\n--head-dim=" << head_dim
     << "\n--n-kv-head=" << n_kv_head << "\n--window-pattern=" << window_pattern
-    << "\n--total-batch=" << total_batch << "\n--steps=" << steps << "\n--seed=" << seed
+    << "\n--device-batch-auto=" << device_batch_auto << "\n--total-batch=" << total_batch << "\n--steps=" << steps << "\n--seed=" << seed
     << "\n--eval-every=" << eval_every << "\n--eval-tokens=" << eval_tokens
     << "\n--save-every=" << save_every << "\n--stop-after=" << stop_after
     << "\n--sync=" << sync_mode_name(sync) << "\n--sync-every=" << sync_every << "\n--sync-overlap=" << sync_overlap
+    << "\n--overlap-steps=" << overlap_steps
     << "\n--outer-lr=" << outer_lr << "\n--outer-momentum=" << outer_momentum
     << "\n--wire=" << net::wire_name(wire) << "\n--resume=" << resume
     << "\n--peers=";
@@ -52,6 +53,22 @@ namespace {
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
+}
+
+// --device-batch: a number of rows, or "auto" (then 0 until the ranks have measured).
+int64_t parse_device_batch(const std::string& text, bool& is_auto) {
+  is_auto = text == "auto";
+  if (is_auto) return 0;
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size())
+    throw UsageError("--device-batch '" + text + "' is neither a number of rows nor auto");
+  return v;
 }
 
 // A default value as cxxopts shows it: 30, not 30.000000.
@@ -73,7 +90,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ("n-kv-head", "key/value heads (GQA); 0 = n_head", cxxopts::value<int64_t>()->default_value("0"))
       ("window-pattern", "attention windows per layer, S short, L long", cxxopts::value<std::string>()->default_value("SSSL"));
   spec.add_options("batch and schedule")
-      ("device-batch", "rows per micro-step on this rank (may differ per rank)", cxxopts::value<int64_t>()->default_value("2"))
+      ("device-batch", "rows per micro-step on this rank (may differ per rank), or auto: --total-batch split between the ranks by their measured speed",
+       cxxopts::value<std::string>()->default_value("2"))
       ("total-batch", "tokens per optimizer step over all ranks (0: one micro-step per rank)", cxxopts::value<int64_t>()->default_value("0"))
       ("steps", "optimizer steps; sets the LR, momentum and weight-decay schedules", cxxopts::value<int64_t>()->default_value("100"))
       ("stop-after", "save a checkpoint after this step and exit 0 (schedule unchanged); resume with --resume", cxxopts::value<int64_t>()->default_value("-1"))
@@ -94,9 +112,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ("sync", "grad (average gradients every step), avg (average parameters every --sync-every steps) or diloco", cxxopts::value<std::string>()->default_value("grad"))
       ("sync-every", "steps between parameter averages for avg and diloco", cxxopts::value<int64_t>()->default_value("1"))
       ("sync-overlap", "avg and diloco: average in the background while the next step computes, then add that step's local progress (hides the network time)")
+      ("overlap-steps", "with --sync-overlap: steps the background average may take before it is applied (1 to --sync-every; more hides a slower link)",
+       cxxopts::value<int64_t>()->default_value("1"))
       ("outer-lr", "DiLoCo outer learning rate", cxxopts::value<float>()->default_value("0.7"))
       ("outer-momentum", "DiLoCo outer Nesterov momentum", cxxopts::value<float>()->default_value("0.9"))
-      ("wire", "f32 or bf16 on the wire", cxxopts::value<std::string>()->default_value("f32"))
+      ("wire", "f32, bf16 or int8 (avg and diloco only: blocks of 64 values with a scale, error feedback) on the wire", cxxopts::value<std::string>()->default_value("f32"))
       ("job-id", "job name checked at the handshake", cxxopts::value<std::string>()->default_value("ringtrain"))
       ("connect-timeout", "seconds to wait for every rank to arrive", cxxopts::value<double>()->default_value("120"))
       ("peer-timeout", "seconds of silence after which a rank counts as lost", cxxopts::value<double>()->default_value(number_text(net::kDefaultPeerTimeoutS)))
@@ -133,7 +153,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     o.head_dim = r["head-dim"].as<int64_t>();
     o.n_kv_head = r["n-kv-head"].as<int64_t>();
     o.window_pattern = r["window-pattern"].as<std::string>();
-    o.device_batch = r["device-batch"].as<int64_t>();
+    o.device_batch = parse_device_batch(r["device-batch"].as<std::string>(), o.device_batch_auto);
     o.total_batch = r["total-batch"].as<int64_t>();
     o.steps = r["steps"].as<int64_t>();
     o.stop_after = r["stop-after"].as<int64_t>();
@@ -151,6 +171,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     if (const auto list = r["peers"].as<std::string>(); !list.empty()) o.peers = net::parse_peers(list);
     o.sync_every = r["sync-every"].as<int64_t>();
     o.sync_overlap = r.count("sync-overlap") > 0;
+    o.overlap_steps = r["overlap-steps"].as<int64_t>();
     o.outer_lr = r["outer-lr"].as<float>();
     o.outer_momentum = r["outer-momentum"].as<float>();
     o.job_id = r["job-id"].as<std::string>();
@@ -173,7 +194,11 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   require(!o.data_dir.empty(), "--data is required: a directory written by 'ringtrain data prepare'");
   require(o.depth >= 1, "--depth must be at least 1");
   require(o.seq_len >= 1, "--seq-len must be at least 1");
-  require(o.device_batch >= 1, "--device-batch must be at least 1");
+  require(o.device_batch_auto || o.device_batch >= 1, "--device-batch must be at least 1");
+  require(!o.device_batch_auto || (o.total_batch > 0 && o.total_batch % o.seq_len == 0 &&
+                                   o.total_batch / o.seq_len >= o.world()),
+          "--device-batch auto splits --total-batch between the ranks: give --total-batch as a multiple of --seq-len, "
+          "at least one row per rank");
   require(o.steps >= 1, "--steps must be at least 1");
   require(o.total_batch >= 0, "--total-batch must be 0 (one micro-step) or a token count");
   require(o.stop_after < 0 || o.stop_after < o.steps,
@@ -184,6 +209,10 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   require(o.sync_every >= 1, "--sync-every must be at least 1");
   require(!o.sync_overlap || o.sync != SyncMode::Grad,
           "--sync-overlap applies to --sync avg and --sync diloco; drop it with --sync grad");
+  require(o.wire != net::Wire::Int8 || o.sync != SyncMode::Grad,
+          "--wire int8 applies to --sync avg and --sync diloco; with --sync grad use --wire f32 or bf16");
+  require(o.overlap_steps >= 1 && o.overlap_steps <= o.sync_every && (o.sync_overlap || o.overlap_steps == 1),
+          "--overlap-steps goes with --sync-overlap and must be 1 to --sync-every (the average is applied before the next one starts)");
   require(o.peers.size() != 1, "--peers lists every rank's HOST:PORT; with one rank, leave --peers out");
   require(o.rank >= 0 && o.rank < o.world(),
           "--rank " + std::to_string(o.rank) + " is outside --peers (" + std::to_string(o.world()) +

@@ -21,26 +21,43 @@ ParamSync::~ParamSync() {
   worker_.join();
 }
 
-namespace {
-
-// buf = w * p: this rank's share of the weighted average.
-void weighted_copy(const float* p, float w, int64_t n, std::vector<float>& buf) {
-  buf.resize(size_t(n));
+void ParamSync::fill_send_buffer(const float* p) {
+  const int64_t n = params_.size();
+  const float w = float(weight_);
+  buf_.resize(size_t(n));
+  if (!compressed()) {  // w * p: this rank's share of the weighted average
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = p[i] * w;
+    for (int64_t i = 0; i < n; ++i) buf_[size_t(i)] = p[i] * w;
+    return;
+  }
+  // int8: this rank's share of the change since the common point, plus the error it left
+  // out last time.
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) buf_[size_t(i)] = (p[i] - anchor_[size_t(i)]) * w + error_[size_t(i)];
 }
 
-}  // namespace
+// The same bits on every rank: the weighted average, or with int8 its change from the
+// common point (apply adds the point back). Network only: it may run on the worker thread.
+void ParamSync::all_reduce_buffer() {
+  comm_.all_reduce(buf_.data(), buf_.size(), net::ReduceOp::Sum, wire_, compressed() ? error_.data() : nullptr);
+}
 
 void ParamSync::begin() {
-  if (!outer() || !anchor_.empty()) return;  // avg needs no anchor; a checkpoint brought one
+  if (compressed() && error_.empty()) error_.assign(size_t(params_.size()), 0.0f);
+  if ((!outer() && !compressed()) || !anchor_.empty()) return;  // none needed, or a checkpoint brought it
   anchor_.assign(params_.data(), params_.data() + params_.size());
-  momentum_.assign(anchor_.size(), 0.0f);
+  if (outer()) {
+    momentum_.assign(anchor_.size(), 0.0f);
+    return;
+  }
+  // avg with int8: any common point will do, but it must be the same on every rank, and
+  // a checkpoint of a step between averages holds different parameters on each.
+  comm_.broadcast(anchor_.data(), anchor_.size(), 0);
 }
 
 void ParamSync::sync() {
-  weighted_copy(params_.data(), float(weight_), params_.size(), buf_);
-  comm_.all_reduce(buf_.data(), buf_.size(), net::ReduceOp::Sum, wire_);  // weighted average
+  fill_send_buffer(params_.data());
+  all_reduce_buffer();
   apply(false);
 }
 
@@ -48,11 +65,11 @@ void ParamSync::start() {
   if (in_flight()) throw RuntimeError("parameter average started twice (internal error)");
   const int64_t n = params_.size();
   snapshot_.assign(params_.data(), params_.data() + n);
-  weighted_copy(snapshot_.data(), float(weight_), n, buf_);
+  fill_send_buffer(snapshot_.data());
   worker_error_ = nullptr;
   worker_ = std::thread([this] {
     try {
-      comm_.all_reduce(buf_.data(), buf_.size(), net::ReduceOp::Sum, wire_);
+      all_reduce_buffer();
     } catch (...) {
       worker_error_ = std::current_exception();
     }
@@ -69,6 +86,10 @@ void ParamSync::finish() {
 void ParamSync::apply(bool overlapped) {
   const int64_t n = params_.size();
   float* p = params_.data();
+  if (compressed()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) buf_[size_t(i)] += anchor_[size_t(i)];
+  }
   if (outer()) {
     if (anchor_.size() != size_t(n)) throw RuntimeError("diloco: no anchor; ParamSync::begin() was not called (internal error)");
     const float lr = outer_lr_, mu = outer_momentum_;
@@ -81,6 +102,8 @@ void ParamSync::apply(bool overlapped) {
       anchor_[size_t(i)] = a;
       buf_[size_t(i)] = a;
     }
+  } else if (compressed()) {
+    anchor_ = buf_;  // the next sync sends the change from this average
   }
   if (!overlapped) {
     std::memcpy(p, buf_.data(), size_t(n) * sizeof(float));
@@ -91,18 +114,23 @@ void ParamSync::apply(bool overlapped) {
 }
 
 void ParamSync::save_state(io::StateWriter& out, const std::string& component) const {
-  if (anchor_.empty()) return;
-  out.floats(component + ".anchor", anchor_);
-  out.floats(component + ".momentum", momentum_);
+  if (!anchor_.empty()) out.floats(component + ".anchor", anchor_);
+  if (!momentum_.empty()) out.floats(component + ".momentum", momentum_);
+  if (!error_.empty()) out.floats(component + ".error", error_);
 }
 
 void ParamSync::load_state(const io::StateReader& in, const std::string& component) {
-  if (!outer()) return;
-  std::vector<float> anchor(size_t(params_.size())), momentum(size_t(params_.size()));
-  in.floats(component + ".anchor", anchor);
-  in.floats(component + ".momentum", momentum);
-  anchor_ = std::move(anchor);
-  momentum_ = std::move(momentum);
+  const size_t n = size_t(params_.size());
+  // A checkpoint of another --wire lacks avg's common point or the error feedback: begin()
+  // then starts them afresh (the error at zero loses nothing that was ever sent).
+  const bool anchor = outer() || (compressed() && in.has(component + ".anchor"));
+  std::vector<float> a(anchor ? n : 0), m(outer() ? n : 0), e(compressed() && in.has(component + ".error") ? n : 0);
+  if (anchor) in.floats(component + ".anchor", a);
+  if (outer()) in.floats(component + ".momentum", m);
+  if (!e.empty()) in.floats(component + ".error", e);
+  anchor_ = std::move(a);
+  momentum_ = std::move(m);
+  error_ = std::move(e);
 }
 
 }  // namespace rt::train

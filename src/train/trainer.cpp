@@ -18,6 +18,7 @@
 #include "ringtrain/model/gpt.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/optim/muon_adamw.hpp"
+#include "ringtrain/train/auto_batch.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "ringtrain/train/dataset.hpp"
 #include "ringtrain/train/evaluate.hpp"
@@ -117,14 +118,19 @@ void Trainer::connect() {
   co.service_handler = service_handler();
   logf("waiting for %d ranks (connect timeout %.0f s)", o_.world(), o_.connect_timeout_s);
   comm_ = std::make_unique<net::Communicator>(std::move(co));
-  rank_batch_ = comm_->all_gather_record<int64_t>(o_.device_batch);
+  rank_batch_ = comm_->all_gather_record<int64_t>(o_.device_batch);  // all 0 with auto (build() measures)
   for (size_t r = 0; r < rank_batch_.size(); ++r)
-    if (rank_batch_[r] < 1 || rank_batch_[r] > kMaxDeviceBatch)
+    if (o_.device_batch_auto ? rank_batch_[r] != 0 : rank_batch_[r] < 1 || rank_batch_[r] > kMaxDeviceBatch)
       bad_peer_value(*comm_, int(r), "--device-batch " + std::to_string(rank_batch_[r]));
   logf("ring of %d ranks is up", o_.world());
 }
 
 void Trainer::build() {
+  if (o_.device_batch_auto) {  // the split needs a model to time
+    model_ = std::make_unique<model::GPT>(cfg_);
+    rank_batch_ = auto_device_batches(comm_.get(), *model_, o_.total_batch / o_.seq_len, o_.seq_len);
+    o_.device_batch = rank_batch_[size_t(o_.rank)];
+  }
   int64_t round_rows = 0;
   for (size_t r = 0; r < rank_batch_.size(); ++r) {
     if (int(r) < o_.rank) first_row_ += rank_batch_[r];
@@ -140,7 +146,7 @@ void Trainer::build() {
   round_idx_.resize(size_t(round_tokens));
   round_tgt_.resize(size_t(round_tokens));
 
-  model_ = std::make_unique<model::GPT>(cfg_);
+  if (!model_) model_ = std::make_unique<model::GPT>(cfg_);
   optim::MuonAdamWOptions oo;
   oo.total_batch_tokens = global_tokens_;
   oo.num_iterations = o_.steps;

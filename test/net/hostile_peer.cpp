@@ -8,10 +8,13 @@
 // all-reduce of 2^31 floats, 8 GiB), future-seq (a collective the victim has not started),
 // garbage (malformed frames: short, long, bad magic, extra parts, header only, then the
 // correct chunks), stale-flood (thousands of chunks of an earlier collective, then the
-// correct ones), oversize (a 4 MiB frame, more than any legal message).
+// correct ones), oversize (a 4 MiB frame, more than any legal message), int8-nan-scale and
+// int8-byte-128 (an int8 chunk of the right size whose block scale is NaN, or holding the
+// byte -128, which no encoder makes; the victim runs --scenario single_int8).
 // It speaks the wire format directly with ZeroMQ (nothing of the transport), so that it can
 // send anything. Exit 0 once the victim left or 30 s passed; 2 on bad usage.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -21,6 +24,7 @@
 #include <zmq.hpp>
 
 #include "handshake.hpp"
+#include "int8_blocks.hpp"
 #include "ring_values.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "wire_format.hpp"
@@ -103,6 +107,18 @@ class Hostile {
       data(1, 0, uint64_t(1) << 31, floats_of(mine0));  // 2^31 floats: 8 GiB
     } else if (attack == "future-seq") {
       data(7, 0, a_.floats, floats_of(mine0));
+    } else if (attack == "int8-nan-scale" || attack == "int8-byte-128") {
+      std::string chunk(int8_encoded_bytes(mine0.size()), '\0');
+      encode_int8(mine0.data(), mine0.size(), chunk.data(), nullptr, nullptr);
+      if (attack == "int8-nan-scale") {
+        const float nan = std::nanf("");
+        std::memcpy(chunk.data() + sizeof(float), &nan, sizeof nan);  // the second block's scale
+      } else {
+        chunk.back() = char(-128);
+      }
+      Header h = data_header(1, 0, a_.floats);
+      h.wire = static_cast<uint8_t>(Wire::Int8);
+      send_parts(router_, {victim_, bytes_of(h), chunk});
     } else if (attack == "oversize") {
       data(1, 0, a_.floats, std::string(4 << 20, 'x'));
     } else if (attack == "garbage" || attack == "stale-flood") {

@@ -195,6 +195,51 @@ void scenario_bf16(Communicator& c, const Args&) {
   }
 }
 
+// int8 on the wire: the result is the exact sum minus the ranks' residuals (each at most
+// half a step of the block it was encoded in), every rank holds the same bits, and with
+// the residuals fed back, 20 all-reduces add up to 20 exact sums within one step's error.
+void scenario_int8(Communicator& c, const Args&) {
+  const int W = c.world();
+  for (size_t n : {size_t{1}, size_t{1000}, size_t{1000003}}) {
+    auto x = [](int r, size_t i) { return static_cast<float>(std::sin(0.37 * i + 1.3 * r) * (1 + r)); };
+    std::vector<double> exact(n, 0.0);
+    for (size_t i = 0; i < n; ++i)
+      for (int r = 0; r < W; ++r) exact[i] += x(r, i);
+    // A partial sum is at most sum_r (1 + r) in magnitude: half a step of that bounds an error.
+    const double half_step = 0.5 * (W * (W + 1) / 2.0) / 127 * 1.001;
+    std::vector<float> v(n), residual(n, 0.0f), feedback(n, 0.0f);
+    std::vector<double> applied(n, 0.0);
+    const int rounds = 20;
+    for (int k = 0; k < rounds; ++k) {
+      for (size_t i = 0; i < n; ++i) v[i] = x(c.rank(), i) + feedback[i];
+      c.all_reduce(v.data(), n, ReduceOp::Sum, Wire::Int8, residual.data());
+      for (size_t i = 0; i < n; ++i) {
+        if (k == 0 && std::fabs(residual[i]) > half_step)
+          wrong("int8 residual n=" + std::to_string(n) + " element " + std::to_string(i) + " is " + std::to_string(residual[i]));
+        applied[i] += v[i];
+      }
+      feedback = residual;
+      if (k == 0) {  // identical bits everywhere, and result + all residuals = exact sum
+        std::string digest(reinterpret_cast<const char*>(v.data()), std::min<size_t>(n, 4096) * 4);
+        auto all = c.all_gather_bytes(digest);
+        for (int r = 0; r < W; ++r)
+          if (all[r] != digest) wrong("int8 all_reduce results differ between rank " + std::to_string(c.rank()) + " and " + std::to_string(r));
+        std::vector<float> lost = residual;
+        c.all_reduce(lost.data(), n, ReduceOp::Sum, Wire::F32);
+        for (size_t i = 0; i < n; ++i)
+          if (std::fabs(v[i] + lost[i] - exact[i]) > 1e-5 * (1 + std::fabs(exact[i])))
+            wrong("int8 all_reduce n=" + std::to_string(n) + " element " + std::to_string(i) + ": result " + std::to_string(v[i]) +
+                  " + residuals " + std::to_string(lost[i]) + " != exact " + std::to_string(exact[i]));
+      }
+    }
+    double worst = 0;
+    for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(applied[i] - rounds * exact[i]));
+    if (worst > 1.05 * W * half_step + 1e-5 * rounds * W * W)
+      wrong("int8 with error feedback drifted by " + std::to_string(worst) + " over " + std::to_string(rounds) + " all-reduces");
+    std::printf("rank %d: int8 n=%zu drift after %d rounds %.2e (one step %.2e)\n", c.rank(), n, rounds, worst, 2 * half_step);
+  }
+}
+
 // Large all-reduces in a loop, until a peer is lost (the SIGKILL test).
 void scenario_loop(Communicator& c, const Args& a) {
   std::vector<float> v(a.big_floats, 1.0f);
@@ -239,6 +284,14 @@ void scenario_soak(Communicator& c, const Args& a) {
 void scenario_single(Communicator& c, const Args& a) {
   check_all_reduce(c, a.big_floats, ReduceOp::Sum, Wire::F32, 1);
   std::printf("rank %d: single ok\n", c.rank());
+}
+
+// One int8 all-reduce of --big-floats: the victim of hostile_peer's int8 attacks, which
+// must stop it before any result exists.
+void scenario_single_int8(Communicator& c, const Args& a) {
+  std::vector<float> v(a.big_floats, 1.0f);
+  c.all_reduce(v.data(), v.size(), ReduceOp::Sum, Wire::Int8);
+  wrong("the int8 all-reduce accepted what the hostile peer sent");
 }
 
 // Rank 0 runs an all-reduce; the others stay alive (heartbeats go on) and never join it.
@@ -309,12 +362,14 @@ int main(int argc, char** argv) {
     std::printf("rank %d: joined the ring of %d ranks\n", c.rank(), c.world()), std::fflush(stdout);
     if (a.scenario == "exact") scenario_exact(c, a);
     else if (a.scenario == "bf16") scenario_bf16(c, a);
+    else if (a.scenario == "int8") scenario_int8(c, a);
     else if (a.scenario == "loop") scenario_loop(c, a);
     else if (a.scenario == "serve") scenario_serve(c, a);
     else if (a.scenario == "exact_then_serve") scenario_exact(c, a), scenario_serve(c, a);
     else if (a.scenario == "hello") c.barrier();
     else if (a.scenario == "soak") scenario_soak(c, a);
     else if (a.scenario == "single") scenario_single(c, a);
+    else if (a.scenario == "single_int8") scenario_single_int8(c, a);
     else if (a.scenario == "stall") scenario_stall(c, a);
     else throw rt::UsageError("unknown scenario " + a.scenario);
     std::printf("rank %d: peak RSS %ld MB\n", a.rank, peak_rss_mb());

@@ -53,10 +53,10 @@ void expect_bounded(const Proc& victim) {
 struct Duel {
   Proc victim, hostile;
 };
-Duel duel(const std::string& attack, int port) {
+Duel duel(const std::string& attack, int port, const std::string& scenario = "single") {
   const std::string peers = loopback_peers(2, port);
   Duel d;
-  d.victim = spawn({driver_path(), "--rank", "0", "--peers", peers, "--scenario", "single", "--big-floats", "1000", "--key",
+  d.victim = spawn({driver_path(), "--rank", "0", "--peers", peers, "--scenario", scenario, "--big-floats", "1000", "--key",
                     key_file(), "--peer-timeout", "5"},
                    "victim-" + attack);
   d.hostile = spawn({hostile_path(), "--peers", peers, "--key", key_file(), "--attack", attack, "--floats", "1000"},
@@ -189,6 +189,20 @@ BOOST_AUTO_TEST_CASE(protocol_violations_stop_the_job_naming_the_peer) {
     BOOST_TEST(contains(d.victim.err(), named));
     BOOST_TEST(!contains(d.victim.err(), "wrong result"));
     BOOST_TEST(d.victim.seconds < 10);
+  }
+}
+
+// An int8 chunk with a scale or a byte no encoder makes never enters a sum: the victim
+// stops naming the peer.
+BOOST_AUTO_TEST_CASE(int8_chunks_out_of_range_stop_the_job_naming_the_peer) {
+  const int port = port_base(0);
+  for (const char* attack : {"int8-nan-scale", "int8-byte-128"}) {
+    Duel d = duel(attack, port, "single_int8");
+    BOOST_TEST_INFO(attack << ": " << d.victim.err() << " | " << d.hostile.err());
+    BOOST_TEST(d.victim.exit_code == 1);
+    BOOST_TEST(contains(d.victim.err(), "rank 1 (127.0.0.1:" + std::to_string(port + 1) + ") sent chunk 0 of all_reduce #1 "
+                                        "with an int8 scale or value out of range"));
+    BOOST_TEST(!contains(d.victim.err(), "wrong result"));
   }
 }
 

@@ -42,6 +42,14 @@ BOOST_AUTO_TEST_CASE(bf16_within_rounding_bound) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(int8_exact_up_to_the_residuals_with_feedback) {
+  for (int world : {2, 3}) {
+    auto procs = spawn_ranks(world, loopback_peers(world, port_base(3)), "int8");
+    wait_all(procs, 180);
+    expect_all_ok(procs, "int8 n=1000003");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(ipv6_literals_and_host_names) {
   const int base = port_base(1);
   for (std::string host : {"[::1]", "localhost"}) {

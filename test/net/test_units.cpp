@@ -4,9 +4,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "bf16.hpp"
+#include "int8_blocks.hpp"
 #include "handshake.hpp"
 #include "refusal_log.hpp"
 #include "ringtrain/net/communicator.hpp"
@@ -61,6 +65,87 @@ BOOST_AUTO_TEST_CASE(bf16_rounds_to_nearest_even) {
     BOOST_TEST(std::fabs(y - x) <= std::fabs(x) * std::ldexp(1.0f, -8));
     BOOST_TEST(round_to_bf16(y) == y);  // idempotent: re-sending never changes a value
   }
+}
+
+BOOST_AUTO_TEST_CASE(int8_round_trip_within_half_a_step_per_block) {
+  // 200 values: three full blocks and a partial one, of very different magnitudes, and a
+  // block of zeros.
+  std::vector<float> x(200);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(0.7 * double(i)) * std::pow(10.0, double(i / 64) - 2));
+  for (size_t i = 128; i < 192; ++i) x[i] = 0.0f;
+  std::string bytes(int8_encoded_bytes(x.size()), '\0');
+  BOOST_TEST(bytes.size() == 4 * 4 + 200u);
+  std::vector<float> decoded(x.size()), error(x.size()), again(x.size());
+  encode_int8(x.data(), x.size(), bytes.data(), decoded.data(), error.data());
+  BOOST_TEST(decode_int8(bytes.data(), x.size(), again.data()));
+  for (size_t b = 0; b < x.size(); b += kInt8Block) {
+    const size_t end = std::min(x.size(), b + kInt8Block);
+    float amax = 0;
+    for (size_t i = b; i < end; ++i) amax = std::max(amax, std::fabs(x[i]));
+    for (size_t i = b; i < end; ++i) {
+      BOOST_TEST(again[i] == decoded[i]);                       // what the sender keeps is what receivers get
+      BOOST_TEST(error[i] == x[i] - decoded[i]);                // the error is exact
+      BOOST_TEST(std::fabs(error[i]) <= amax / 254 * 1.0001f);  // half a step of this block's scale
+    }
+  }
+  for (size_t i = 128; i < 192; ++i) BOOST_TEST(again[i] == 0.0f);
+  // Decoding into a sum adds the same values (the compiler may fuse the multiply-add, so
+  // within one rounding).
+  std::vector<float> acc(x.size(), 1.0f);
+  BOOST_TEST(add_int8(acc.data(), bytes.data(), x.size()));
+  for (size_t i = 0; i < x.size(); ++i)
+    BOOST_TEST(std::fabs(acc[i] - (1.0f + decoded[i])) <= 1e-6f * (1.0f + std::fabs(decoded[i])));
+}
+
+BOOST_AUTO_TEST_CASE(int8_error_feedback_sums_to_the_exact_value) {
+  // The same vector sent 50 times, each time with the last error added: the decoded values
+  // add up to 50 x the input, off by no more than the last error (half a step), while
+  // without feedback the bias of rounding grows with every message.
+  const size_t n = 64;
+  std::vector<float> x(n), e(n, 0.0f), in(n), decoded(n);
+  std::vector<double> sum(n, 0.0), plain(n, 0.0);
+  for (size_t i = 0; i < n; ++i) x[i] = 0.013f * float(i) - 0.3f;
+  std::string bytes(int8_encoded_bytes(n), '\0');
+  for (int k = 0; k < 50; ++k) {
+    for (size_t i = 0; i < n; ++i) in[i] = x[i] + e[i];
+    encode_int8(in.data(), n, bytes.data(), decoded.data(), e.data());
+    for (size_t i = 0; i < n; ++i) sum[i] += decoded[i];
+    encode_int8(x.data(), n, bytes.data(), decoded.data(), nullptr);
+    for (size_t i = 0; i < n; ++i) plain[i] += decoded[i];
+  }
+  double worst = 0, worst_plain = 0;
+  for (size_t i = 0; i < n; ++i) {
+    worst = std::max(worst, std::fabs(sum[i] - 50.0 * x[i]));
+    worst_plain = std::max(worst_plain, std::fabs(plain[i] - 50.0 * x[i]));
+  }
+  const double step = 0.53 / 127;  // the block's largest value is about 0.53
+  BOOST_TEST(worst <= 0.5 * step * 1.01);
+  BOOST_TEST(worst_plain > 5 * step);  // the test can tell feedback from none
+}
+
+BOOST_AUTO_TEST_CASE(int8_decoding_refuses_what_no_encoder_sends) {
+  const size_t n = 70;  // two blocks
+  std::vector<float> x(n, 0.5f), out(n);
+  std::string good(int8_encoded_bytes(n), '\0');
+  encode_int8(x.data(), n, good.data(), nullptr, nullptr);
+  BOOST_TEST(decode_int8(good.data(), n, out.data()));
+  auto with_scale = [&](size_t block, float scale) {
+    std::string b = good;
+    std::memcpy(b.data() + block * 4, &scale, 4);
+    return b;
+  };
+  for (float bad : {std::nanf(""), INFINITY, -1.0f, 3e38f}) {
+    BOOST_TEST(!decode_int8(with_scale(1, bad).data(), n, out.data()), "scale " << bad);
+    BOOST_TEST(!add_int8(out.data(), with_scale(0, bad).data(), n), "scale " << bad);
+  }
+  std::string minus128 = good;
+  minus128[8 + 69] = char(-128);
+  BOOST_TEST(!decode_int8(minus128.data(), n, out.data()));
+  // Non-finite inputs never produce an invalid message.
+  x[3] = std::nanf("");
+  x[66] = INFINITY;
+  encode_int8(x.data(), n, good.data(), nullptr, nullptr);
+  BOOST_TEST(decode_int8(good.data(), n, out.data()));
 }
 
 BOOST_AUTO_TEST_CASE(handshake_names_first_differing_key) {

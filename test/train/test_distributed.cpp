@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -35,7 +36,7 @@ std::vector<std::string> base_args(const std::string& out, std::vector<std::stri
 // --peer-timeout of these tests: a lost rank must be reported within it plus a small margin.
 constexpr double kPeerTimeout = 5, kMargin = 5;
 
-// Starts one process per rank; batches[r] is rank r's --device-batch.
+// Starts one process per rank; batches[r] is rank r's --device-batch (0: auto).
 std::vector<Proc> start_ranks(const std::string& out, const std::vector<int>& batches, int port,
                               const std::vector<std::string>& more, double peer_timeout = kPeerTimeout) {
   const std::string peers = nettest::loopback_peers(int(batches.size()), port);
@@ -43,7 +44,7 @@ std::vector<Proc> start_ranks(const std::string& out, const std::vector<int>& ba
   for (size_t r = 0; r < batches.size(); ++r) {
     std::vector<std::string> m = more;
     // With the job key: the training path runs over encrypted, authenticated connections.
-    m.insert(m.end(), {"--rank", std::to_string(r), "--peers", peers, "--device-batch", std::to_string(batches[r]),
+    m.insert(m.end(), {"--rank", std::to_string(r), "--peers", peers, "--device-batch", batches[r] ? std::to_string(batches[r]) : "auto",
                        "--peer-timeout", std::to_string(peer_timeout), "--connect-timeout", "60", "--key", nettest::key_file()});
     procs.push_back(nettest::spawn(base_args(out, m), out + "-r" + std::to_string(r)));
   }
@@ -76,17 +77,19 @@ int newest_step(const std::string& run, int rank) {
 
 const std::vector<std::string> kSteps = {"--steps", "20", "--eval-every", "10"};
 
+// The losses of one process, run `name`, trained over `steps` with `rows` rows per step.
+std::vector<double> one_process_losses(const std::string& name, std::vector<std::string> steps, int rows) {
+  steps.insert(steps.end(), {"--device-batch", std::to_string(rows)});
+  Proc one = nettest::spawn(base_args(name, steps), name);
+  nettest::wait_one(one, 300);
+  BOOST_REQUIRE_MESSAGE(one.exit_code == 0, one.err());
+  return traintest::losses(run_dir(name) + "/metrics.jsonl");
+}
+
 // The losses of one process with one batch of 4 rows (128 tokens) per step, over kSteps:
 // what every way of splitting that batch must reproduce. Trained once per test process.
 const std::vector<double>& one_big_batch_losses() {
-  static const std::vector<double> losses = [] {
-    std::vector<std::string> flags = kSteps;
-    flags.insert(flags.end(), {"--device-batch", "4"});
-    Proc one = nettest::spawn(base_args("big", flags), "big");
-    nettest::wait_one(one, 300);
-    BOOST_REQUIRE_MESSAGE(one.exit_code == 0, one.err());
-    return traintest::losses(run_dir("big") + "/metrics.jsonl");
-  }();
+  static const std::vector<double> losses = one_process_losses("big", kSteps, 4);
   return losses;
 }
 
@@ -119,6 +122,47 @@ BOOST_AUTO_TEST_CASE(grad_sync_equals_one_big_batch) {
   BOOST_TEST(three[2].err().find("[rank 2/3]") != std::string::npos);
 }
 
+const std::vector<std::string> kShortSteps = {"--steps", "10", "--eval-every", "5"};
+
+// One process with a batch of 8 rows (256 tokens) per step over kShortSteps.
+const std::vector<double>& eight_row_losses() {
+  static const std::vector<double> losses = one_process_losses("big8", kShortSteps, 8);
+  return losses;
+}
+
+// Eight ranks of one row each (the ring at N = 8: seven hops each way, segments of uneven
+// size) against one process with all eight rows.
+BOOST_AUTO_TEST_CASE(eight_ranks_equal_one_rank_with_eight_times_the_batch) {
+  BOOST_REQUIRE_EQUAL(eight_row_losses().size(), 10u);
+  auto eight = start_ranks("eight", std::vector<int>(8, 1), nettest::port_base(0), kShortSteps);
+  nettest::wait_all(eight, 600);
+  require_all_ok(eight);
+  check_close(eight_row_losses(), traintest::losses(run_dir("eight") + "/metrics.jsonl"), 1e-5);
+  BOOST_TEST(eight[7].err().find("[rank 7/8]") != std::string::npos);
+}
+
+// --device-batch auto: the 8 rows of a step split by measured speed. Rank 1 reports 9 times
+// its measured rate (a test hook), as a much faster host would, so it must get more rows;
+// whatever the split, the losses are those of one process with all 8 rows.
+BOOST_AUTO_TEST_CASE(auto_device_batch_splits_by_speed_and_equals_one_big_batch) {
+  std::vector<std::string> flags = kShortSteps;
+  flags.insert(flags.end(), {"--total-batch", "256"});
+  setenv("RINGTRAIN_TEST_RATE_SCALE", "1:9", 1);
+  auto ranks = start_ranks("auto", {0, 0}, nettest::port_base(1), flags);
+  unsetenv("RINGTRAIN_TEST_RATE_SCALE");
+  nettest::wait_all(ranks, 300);
+  require_all_ok(ranks);
+  check_close(eight_row_losses(), traintest::losses(run_dir("auto") + "/metrics.jsonl"), 1e-5);
+  const std::string err = ranks[0].err();
+  const size_t at = err.find("--device-batch auto: 8 rows per step split by measured speed: ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, err);
+  int b0 = 0, b1 = 0;
+  BOOST_REQUIRE(std::sscanf(err.c_str() + at + 62, "%d (%*d tok/s), %d", &b0, &b1) == 2);
+  BOOST_TEST(b0 + b1 == 8);
+  BOOST_TEST(b1 > b0, "rank 1 (9x as fast) got " << b1 << " rows, rank 0 " << b0);
+  BOOST_TEST(b0 >= 1);
+}
+
 BOOST_AUTO_TEST_CASE(diloco_with_unit_outer_step_equals_avg) {
   auto avg = start_ranks("avg", {2, 2}, nettest::port_base(2), {"--steps", "12", "--eval-every", "0", "--sync", "avg", "--sync-every", "3"});
   nettest::wait_all(avg, 300);
@@ -138,17 +182,21 @@ BOOST_AUTO_TEST_CASE(diloco_with_unit_outer_step_equals_avg) {
   BOOST_TEST(m0 == m1);
 }
 
-// DiLoCo with a real outer step, and overlapped averaging: replicas are identical after
-// the last sync (a per-rank anchor, or an overlap that loses the average, breaks this).
+// DiLoCo with a real outer step, and overlapped averaging (applied one step later, or two):
+// replicas are identical after the last sync (a per-rank anchor, or an overlap that loses
+// the average, breaks this).
 BOOST_AUTO_TEST_CASE(diloco_and_overlapped_avg_end_with_identical_replicas) {
   const std::vector<std::string> runs[] = {
       {"--sync", "diloco", "--sync-every", "3", "--outer-lr", "0.7", "--outer-momentum", "0.9"},
-      {"--sync", "avg", "--sync-every", "3", "--sync-overlap"}};
-  const char* names[] = {"diloco-outer", "avg-overlap"};
-  for (int k = 0; k < 2; ++k) {
+      {"--sync", "avg", "--sync-every", "3", "--sync-overlap"},
+      // the averages of steps 3, 6 and 9 applied two steps later (two steps of compute to
+      // hide behind), the last one (step 12) in place
+      {"--sync", "diloco", "--sync-every", "3", "--sync-overlap", "--overlap-steps", "2"}};
+  const char* names[] = {"diloco-outer", "avg-overlap", "diloco-overlap-2"};
+  for (int k = 0; k < 3; ++k) {
     std::vector<std::string> flags = {"--steps", "12", "--eval-every", "0"};
     flags.insert(flags.end(), runs[k].begin(), runs[k].end());
-    auto procs = start_ranks(names[k], {1, 3}, nettest::port_base(2 + k), flags);
+    auto procs = start_ranks(names[k], {1, 3}, nettest::port_base(k == 2 ? 1 : 2 + k), flags);
     nettest::wait_all(procs, 300);
     require_all_ok(procs);
     const auto losses = traintest::losses(run_dir(names[k]) + "/metrics.jsonl");
@@ -371,6 +419,59 @@ BOOST_AUTO_TEST_CASE(drifted_replicas_stop_the_job) {
     BOOST_TEST(p.err().find(want) != std::string::npos, p.err());
   }
   BOOST_TEST(traintest::losses(run_dir("drift") + "/metrics.jsonl").size() == 4u);
+}
+
+// Payload bytes rank 0 sent over the whole run (the bytes_sent of its step records).
+double total_bytes_sent(const std::string& metrics) {
+  double total = 0;
+  std::istringstream lines(rt::io::read_file(metrics));
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("bytes_sent")) total += j["bytes_sent"].get<double>();
+  }
+  return total;
+}
+
+// --wire int8 with avg (overlapped) and diloco: the replicas are identical after every
+// average (checked at the evaluation of step 6, and the final checkpoints compared), the
+// losses stay close to the same run with f32 on the wire, and about a quarter of the bytes
+// go out.
+BOOST_AUTO_TEST_CASE(int8_wire_keeps_replicas_identical_and_losses_close_to_f32) {
+  const std::vector<std::string> modes[] = {{"--sync", "avg", "--sync-every", "3", "--sync-overlap"},
+                                            {"--sync", "diloco", "--sync-every", "3"}};
+  const char* names[] = {"avg", "diloco"};
+  for (int k = 0; k < 2; ++k) {
+    std::vector<double> losses[2];
+    double bytes[2];
+    for (int w = 0; w < 2; ++w) {
+      const std::string name = std::string("wire-") + names[k] + (w ? "-int8" : "-f32");
+      std::vector<std::string> flags = {"--steps", "12", "--eval-every", "6", "--wire", w ? "int8" : "f32"};
+      flags.insert(flags.end(), modes[k].begin(), modes[k].end());
+      auto procs = start_ranks(name, {1, 3}, nettest::port_base(2 + w), flags);
+      nettest::wait_all(procs, 300);
+      require_all_ok(procs);
+      losses[w] = traintest::losses(run_dir(name) + "/metrics.jsonl");
+      bytes[w] = total_bytes_sent(run_dir(name) + "/metrics.jsonl");
+      if (w == 1) {
+        const auto m0 = rt::io::read_file(run_dir(name) + "/rank0/step_000012/model.safetensors");
+        const auto m1 = rt::io::read_file(run_dir(name) + "/rank1/step_000012/model.safetensors");
+        BOOST_TEST((m0 == m1), name << ": replicas differ after the last sync");
+      }
+    }
+    BOOST_REQUIRE_EQUAL(losses[1].size(), 12u);
+    check_close(losses[0], losses[1], 0.01);
+    BOOST_TEST(bytes[1] < 0.3 * bytes[0], names[k] << ": int8 sent " << bytes[1] << " bytes against f32's " << bytes[0]);
+  }
+  // The check after an average can fail: a replica one ulp off stops the job at step 6.
+  setenv("RINGTRAIN_TEST_PERTURB_RANK", "1", 1);
+  auto drift = start_ranks("wire-drift", {2, 2}, nettest::port_base(2),
+                           {"--steps", "12", "--eval-every", "6", "--wire", "int8", "--sync", "avg", "--sync-every", "3"});
+  unsetenv("RINGTRAIN_TEST_PERTURB_RANK");
+  nettest::wait_all(drift, 120);
+  for (auto& p : drift) {
+    BOOST_TEST(p.exit_code == 1, p.err());
+    BOOST_TEST(p.err().find("replicas have drifted at step 6") != std::string::npos, p.err());
+  }
 }
 
 // SIGINT asks for a stop at the end of the step; a second one aborts at once. Rank 1 is

@@ -3,13 +3,16 @@
 // Nesterov step from the starting point, and the overlap's "average plus local progress".
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <functional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include "../net/spawn.hpp"
+#include "ringtrain/io/state_file.hpp"
 #include "ringtrain/model/params.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/train/param_sync.hpp"
@@ -31,7 +34,8 @@ using Finals = std::array<std::vector<float>, 2>;  // each rank's parameters at 
 // own communicator and a ParamSync(lr, mu) that has begun; returns the final parameters.
 // Failures inside a rank are thrown (Boost.Test's checks are not for other threads).
 Finals on_two_ranks(int slot, float lr, float mu,
-                    const std::function<void(int, ParamSync&, rt::model::ParamSet&)>& body) {
+                    const std::function<void(int, ParamSync&, rt::model::ParamSet&)>& body,
+                    rt::net::Wire wire = rt::net::Wire::F32) {
   const int port = nettest::port_base(slot);
   Finals finals;
   std::exception_ptr errors[2];
@@ -48,7 +52,7 @@ Finals on_two_ranks(int slot, float lr, float mu,
         ps.add("w", {kN});
         ps.finalize();
         for (int64_t i = 0; i < kN; ++i) ps.data()[i] = start_value(i);
-        ParamSync sync(comm, rt::net::Wire::F32, ps, kWeight[r], lr, mu);
+        ParamSync sync(comm, wire, ps, kWeight[r], lr, mu);
         sync.begin();  // diloco's anchor: the common starting point
         body(r, sync, ps);
         finals[size_t(r)].assign(ps.data(), ps.data() + kN);
@@ -130,6 +134,77 @@ BOOST_AUTO_TEST_CASE(overlapped_average_adds_the_progress_made_meanwhile) {
       const float now = local_value(mine, r, i, 1);
       BOOST_TEST(result[r][size_t(i)] == weighted_average(x0, x1) + (now - mine));
     }
+}
+
+// --wire int8: the ranks send their change since the common point, with error feedback.
+// Local progress here does not depend on the parameters, so after any number of syncs the
+// int8 run differs from the f32 run by exactly the rounding errors still held back (at most
+// half a step of each rank's block), never by their sum over syncs; and both ranks hold the
+// same bits after every sync.
+BOOST_AUTO_TEST_CASE(int8_average_stays_identical_and_within_one_rounding_of_f32) {
+  const int rounds = 6;
+  struct Mode {
+    const char* name;
+    float lr, mu, tolerance;
+  };
+  // A rounding error e moves diloco's outer step by lr * (1 + mu) * e in the worst case.
+  for (Mode m : {Mode{"avg", 1.0f, 0.0f, 0.003f}, Mode{"diloco", 0.7f, 0.9f, 0.003f * 0.7f * 1.9f * 1.5f}}) {
+    auto run = [&](rt::net::Wire wire, int slot) {
+      return on_two_ranks(slot, m.lr, m.mu, [&](int r, ParamSync& sync, rt::model::ParamSet& ps) {
+        for (int round = 0; round < rounds; ++round) {
+          local_steps(ps, r, round);
+          if (round % 2 == 0) {
+            sync.sync();
+          } else {  // the overlapped form sends the same
+            sync.start();
+            sync.finish();
+          }
+        }
+      }, wire);
+    };
+    const Finals exact = run(rt::net::Wire::F32, 3), packed = run(rt::net::Wire::Int8, 3);
+    BOOST_TEST((packed[0] == packed[1]), m.name << ": int8 replicas differ");
+    float worst = 0;
+    for (int64_t i = 0; i < kN; ++i) worst = std::max(worst, std::fabs(packed[0][size_t(i)] - exact[0][size_t(i)]));
+    BOOST_TEST(worst <= m.tolerance, m.name << ": int8 is " << worst << " from f32 after " << rounds << " syncs");
+    BOOST_TEST(worst > 0.0f, m.name << ": int8 matched f32 exactly; was anything rounded?");
+  }
+}
+
+// The error feedback and avg's common point are part of the checkpoint: a run that saves
+// and loads them continues with the same bits as one that did not stop.
+BOOST_AUTO_TEST_CASE(int8_state_travels_in_the_checkpoint) {
+  std::string saved[2];
+  const Finals straight = on_two_ranks(0, 1.0f, 0.0f, [&](int r, ParamSync& sync, rt::model::ParamSet& ps) {
+    local_steps(ps, r, 0);
+    sync.sync();
+    rt::io::StateWriter w;
+    sync.save_state(w, "sync");
+    saved[r] = w.bytes();
+    local_steps(ps, r, 1);
+    sync.sync();
+  }, rt::net::Wire::Int8);
+  for (int r = 0; r < 2; ++r) {
+    const auto state = rt::io::StateReader::parse(saved[r], "test state");
+    BOOST_TEST(state.has("sync.error"));
+    BOOST_TEST(state.has("sync.anchor"));
+  }
+  // Resumed: the parameters of the first sync (identical on both ranks) plus the state.
+  const std::vector<float> after_first = [&] {
+    Finals f = on_two_ranks(1, 1.0f, 0.0f, [](int r, ParamSync& sync, rt::model::ParamSet& ps) {
+      local_steps(ps, r, 0);
+      sync.sync();
+    }, rt::net::Wire::Int8);
+    return f[0];
+  }();
+  const Finals resumed = on_two_ranks(2, 1.0f, 0.0f, [&](int r, ParamSync& sync, rt::model::ParamSet& ps) {
+    std::copy(after_first.begin(), after_first.end(), ps.data());
+    sync.load_state(rt::io::StateReader::parse(saved[r], "test state"), "sync");
+    local_steps(ps, r, 1);
+    sync.sync();
+  }, rt::net::Wire::Int8);
+  BOOST_TEST((resumed[0] == straight[0]));
+  BOOST_TEST((resumed[1] == straight[1]));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,12 +3,16 @@
 # namespace PREFIXhI with one interface eth0 at 10.99.0.(I+1)/24; all hang off a bridge in
 # the namespace PREFIXsw, like machines on a switch. Traffic never leaves these namespaces.
 #
-#   hosts.sh up PREFIX N [--rate 1gbit] [--firewall A-B]   create N hosts
+#   hosts.sh up PREFIX N [--rate 1gbit] [--netem ARGS] [--firewall A-B]   create N hosts
 #   hosts.sh firewall PREFIX N A-B | off                    policy-drop firewall, only TCP A-B open
 #   hosts.sh down PREFIX N                                  delete them (safe to repeat)
 #   hosts.sh addr I                                         address of host I
 #
 # --rate shapes every link (both directions, tbf) like a real NIC of that speed.
+# --netem ARGS makes every link a slow, far one instead (tc netem on both ends, with --rate
+# as its rate), e.g. --rate 100mbit --netem "delay 10ms loss 0.05%": a packet between two
+# hosts passes two such queues (its host's and the switch port's), so that is 100 Mbit/s,
+# 40 ms round trip and about 0.1% loss each way.
 # The firewall is the user's: nftables inet table, input chain, policy drop, accepting
 # lo, established/related and TCP ports A-B.
 set -euo pipefail
@@ -37,10 +41,11 @@ case "$cmd" in
   addr) addr "${2:?host index}" ;;
   up)
     prefix=${2:?prefix} n=${3:?number of hosts}; shift 3
-    rate="" range=""
+    rate="" range="" netem=""
     while [ $# -gt 0 ]; do
       case "$1" in
         --rate) rate=$2; shift 2 ;;
+        --netem) netem=$2; shift 2 ;;
         --firewall) range=$2; shift 2 ;;
         *) echo "hosts.sh: unknown option $1" >&2; exit 2 ;;
       esac
@@ -61,7 +66,15 @@ case "$cmd" in
       ip -n "$ns" link set lo up
       ip -n "$sw" link set "${prefix}p$i" master br0
       ip -n "$sw" link set "${prefix}p$i" up
-      if [ -n "$rate" ]; then
+      if [ -n "$netem" ]; then
+        # shellcheck disable=SC2086  # ARGS are tc words
+        ip netns exec "$ns" tc qdisc add dev eth0 root netem ${rate:+rate $rate} $netem limit 10000 2>/dev/null || {
+          echo "hosts.sh: tc refused 'netem ${rate:+rate $rate} $netem': this kernel may lack sch_netem (delay and loss need it); run on a kernel with it, or without --netem" >&2
+          exit 2
+        }
+        # shellcheck disable=SC2086
+        ip netns exec "$sw" tc qdisc add dev "${prefix}p$i" root netem ${rate:+rate $rate} $netem limit 10000
+      elif [ -n "$rate" ]; then
         ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
         ip netns exec "$sw" tc qdisc add dev "${prefix}p$i" root tbf rate "$rate" burst 256kb latency 50ms
       fi

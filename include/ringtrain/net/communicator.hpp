@@ -34,11 +34,14 @@ enum class ReduceOp { Sum, Avg };
 // Reductions of the small typed collectives.
 enum class ValueOp { Sum, Min, Max };
 // What travels on the wire. Bf16 halves the bytes; accumulation stays float32 and every
-// rank ends with bit-identical results.
-enum class Wire { F32, Bf16 };
+// rank ends with bit-identical results. Int8 (all_reduce only) sends 1.0625 bytes a value:
+// blocks of 64 values with one scale each; every rank still ends with the same bits, and
+// the rounding error each rank made comes back to it (all_reduce's residual).
+// The values are the header's wire field: keep them.
+enum class Wire : uint8_t { F32 = 0, Bf16 = 1, Int8 = 2 };
 
 const char* wire_name(Wire w);
-// "f32" or "bf16"; throws rt::UsageError otherwise.
+// "f32", "bf16" or "int8"; throws rt::UsageError otherwise.
 Wire parse_wire(const std::string& text);
 
 // A peer died, went silent, left the job, broke the protocol, or its connection failed an
@@ -117,7 +120,12 @@ class Communicator {
 
   // In place on n floats of every rank. Ring: reduce-scatter, then all-gather, pipelined in
   // chunks. n == 0 is a no-op that still keeps the ranks in step.
-  void all_reduce(float* data, size_t n, ReduceOp op = ReduceOp::Sum, Wire wire = Wire::F32);
+  // With Wire::Int8 the result is the sum (or average) of the ranks' data minus the
+  // rounding errors, and `residual` (n floats, or null to drop them) receives this rank's
+  // share of those errors: add it to the next call's data (error feedback) and, summed over
+  // calls, nothing is lost. The other collectives take f32 or bf16 only.
+  void all_reduce(float* data, size_t n, ReduceOp op = ReduceOp::Sum, Wire wire = Wire::F32,
+                  float* residual = nullptr);
   // After it, data[shard_range(n, world, rank)] holds the reduced values; the rest of data
   // is scratch.
   void reduce_scatter(float* data, size_t n, ReduceOp op = ReduceOp::Sum, Wire wire = Wire::F32);

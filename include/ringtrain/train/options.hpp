@@ -23,7 +23,8 @@ struct TrainOptions {
   int64_t n_kv_head = 0;  // 0: same as n_head
   std::string window_pattern = "SSSL";
   // batch and schedule
-  int64_t device_batch = 2;   // rows per micro-step on this rank
+  int64_t device_batch = 2;   // rows per micro-step on this rank (0 with device_batch_auto, until measured)
+  bool device_batch_auto = false;  // --device-batch auto: split --total-batch by measured speed
   int64_t total_batch = 0;    // tokens per optimizer step over all ranks; 0: one micro-step
   int64_t steps = 100;        // the schedule's length
   int64_t stop_after = -1;    // save and exit 0 after this step (schedule unchanged)
@@ -43,6 +44,7 @@ struct TrainOptions {
   SyncMode sync = SyncMode::Grad;
   int64_t sync_every = 1;
   bool sync_overlap = false;  // avg/diloco: average in the background, one step delayed
+  int64_t overlap_steps = 1;  // ... or this many steps delayed (--overlap-steps)
   float outer_lr = 0.7f;
   float outer_momentum = 0.9f;
   net::Wire wire = net::Wire::F32;

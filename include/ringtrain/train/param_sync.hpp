@@ -7,6 +7,13 @@
 // continues from the new anchor. With lr 1 and mu 0 this is exactly avg.
 // Each rank keeps its own optimizer state (as in local SGD and DiLoCo).
 //
+// With int8 on the wire (--wire int8) the ranks send their change since the last common
+// point A (diloco's anchor; for avg, the last average): x = w * (p - A) + e, where e is the
+// rounding error this rank's part of the last all-reduce left out (error feedback, kept in
+// the checkpoint). The all-reduce returns the same decoded sum S on every rank and each
+// rank's new e; the average is A + S, so the replicas stay bit-identical, and over many
+// syncs the rounding errors cancel instead of accumulating.
+//
 // Overlap (--sync-overlap): start() takes a snapshot x of the parameters and all-reduces it
 // on a thread of its own while the next step computes; finish(), one step later, sets
 // p = average(x) + (p - x): the average, plus the local progress made meanwhile (one-step
@@ -48,12 +55,18 @@ class ParamSync {
   bool in_flight() const { return worker_.joinable(); }
 
   // diloco's anchor and outer momentum, as tensors <component>.anchor and .momentum (avg
-  // has none). load_state throws rt::UsageError if they do not fit the parameters.
+  // has none); with int8 also the common point (avg's .anchor) and the error feedback
+  // (.error). load_state throws rt::UsageError if they do not fit the parameters.
   void save_state(io::StateWriter& out, const std::string& component) const;
   void load_state(const io::StateReader& in, const std::string& component);
 
  private:
   bool outer() const { return !(outer_lr_ == 1.0f && outer_momentum_ == 0.0f); }
+  bool compressed() const { return wire_ == net::Wire::Int8; }
+  // buf_ = what this rank sends for parameters p; then the all-reduce of buf_ (network
+  // only, so that it can run on the worker thread).
+  void fill_send_buffer(const float* p);
+  void all_reduce_buffer();
 
   net::Communicator& comm_;
   net::Wire wire_;
@@ -65,6 +78,7 @@ class ParamSync {
   void apply(bool overlapped);
 
   std::vector<float> buf_, anchor_, momentum_;
+  std::vector<float> error_;     // int8: this rank's rounding error of the last sync
   std::vector<float> snapshot_;  // the parameters start() averaged (overlap only)
   std::thread worker_;
   std::exception_ptr worker_error_;

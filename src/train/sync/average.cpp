@@ -1,5 +1,7 @@
 #include "average.hpp"
 
+#include "ringtrain/train/replica_check.hpp"
+
 namespace rt::train {
 
 namespace {
@@ -9,6 +11,12 @@ double token_weight(const SyncContext& ctx) {
   return double(ctx.options->device_batch * ctx.accum * ctx.options->seq_len) / double(ctx.global_tokens);
 }
 bool diloco(const SyncContext& ctx) { return ctx.options->sync == SyncMode::Diloco; }
+// Parameter-sized buffers of ParamSync: the all-reduce buffer, diloco's anchor and outer
+// momentum, and with int8 the common point (diloco's anchor doubles as it) and the error.
+int parameter_buffers(const SyncContext& ctx) {
+  const bool int8 = ctx.options->wire == net::Wire::Int8;
+  return diloco(ctx) ? 3 + int8 : 1 + 2 * int8;
+}
 }  // namespace
 
 AverageSync::AverageSync(const SyncContext& ctx)
@@ -16,14 +24,21 @@ AverageSync::AverageSync(const SyncContext& ctx)
       average_(*ctx.comm, ctx.options->wire, ctx.model->params(), token_weight(ctx),
                diloco(ctx) ? ctx.options->outer_lr : 1.0f, diloco(ctx) ? ctx.options->outer_momentum : 0.0f),
       every_(ctx.options->sync_every), loss_scale_(float(1.0 / double(ctx.accum))),
-      param_bytes_(double(ctx.model->params().size()) * sizeof(float)), outer_(diloco(ctx)) {}
+      param_bytes_(double(ctx.model->params().size()) * sizeof(float)), buffers_(parameter_buffers(ctx)),
+      comm_(*ctx.comm), params_(ctx.model->params()) {}
 
 void AverageSync::step_done(const StepPlan& plan) {
-  if (averages_at(plan)) timed([&] { average_.sync(); });
+  if (averages_at(plan)) average_in_place(plan);
 }
 
-// The all-reduce buffer, plus diloco's anchor and outer momentum.
-double AverageSync::extra_bytes() const { return param_bytes_ * (outer_ ? 3 : 1); }
+void AverageSync::average_in_place(const StepPlan& plan) {
+  timed([&] { average_.sync(); });
+  // Right after an average every rank holds the same bits (whatever the wire): checked
+  // when the step evaluates, as --sync grad checks every evaluation.
+  if (plan.eval) check_replicas(comm_, params_, plan.step);
+}
+
+double AverageSync::extra_bytes() const { return param_bytes_ * buffers_; }
 
 std::unique_ptr<Sync> make_average_sync(const SyncContext& ctx) { return std::make_unique<AverageSync>(ctx); }
 

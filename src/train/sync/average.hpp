@@ -28,6 +28,8 @@ class AverageSync : public Sync {
  protected:
   static constexpr const char* kComponent = "sync";
   bool averages_at(const StepPlan& plan) const { return plan.step % every_ == 0; }
+  // Averages now (the step waits for it), then checks the replicas if the step evaluates.
+  void average_in_place(const StepPlan& plan);
   // Runs f and counts its time as network time.
   template <class F>
   void timed(F&& f) {
@@ -41,7 +43,9 @@ class AverageSync : public Sync {
   int64_t every_;
   float loss_scale_;
   double param_bytes_;
-  bool outer_;
+  int buffers_;  // parameter-sized buffers of average_
+  net::Communicator& comm_;
+  model::ParamSet& params_;
 };
 
 }  // namespace rt::train

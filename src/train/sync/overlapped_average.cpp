@@ -1,8 +1,11 @@
 // --sync avg/diloco --sync-overlap: the average of step S runs in the background while step
-// S+1 computes, and is applied at the end of S+1 with that step's local progress added
-// (one-step delayed averaging, param_sync.hpp). Steps that evaluate, checkpoint or end
-// average in place: those must see the average. The background average starts only at
-// step_end, after the step's own report exchange, so that the communicator is free.
+// S+1 computes (and, with --overlap-steps K, the K-1 steps after it), and is applied at the
+// end of step S+K with the local progress of those steps added (delayed averaging,
+// param_sync.hpp): a slow link gets K steps of compute to hide behind instead of one. Steps
+// that evaluate, checkpoint or end average in place: those must see the average, so a
+// pending one is applied first. The background average starts only at step_end, after the
+// step's own report exchange, and no collective runs until it is applied (the ranks run
+// free between averages), so that the communicator is free.
 #include "average.hpp"
 
 namespace rt::train {
@@ -10,16 +13,18 @@ namespace {
 
 class OverlappedAverageSync final : public AverageSync {
  public:
-  using AverageSync::AverageSync;
+  explicit OverlappedAverageSync(const SyncContext& ctx) : AverageSync(ctx), delay_(ctx.options->overlap_steps) {}
 
   void step_done(const StepPlan& plan) override {
-    timed([&] {
-      average_.finish();  // the average started one step ago, if any
-      if (!averages_at(plan)) return;
-      if (plan.settle()) average_.sync();
-      else start_at_end_ = true;
-    });
+    // The average started `delay_` steps ago, if any (sooner when this step must settle or
+    // the next average is due).
+    if (average_.in_flight() && (plan.step - started_at_ >= delay_ || plan.settle() || averages_at(plan)))
+      timed([&] { average_.finish(); });
+    if (!averages_at(plan)) return;
+    if (plan.settle()) average_in_place(plan);
+    else start_at_end_ = true, started_at_ = plan.step;
   }
+
   void step_end(bool stopping) override {
     if (!start_at_end_) return;
     start_at_end_ = false;
@@ -30,6 +35,8 @@ class OverlappedAverageSync final : public AverageSync {
   double extra_bytes() const override { return AverageSync::extra_bytes() + param_bytes_; }
 
  private:
+  const int64_t delay_;     // --overlap-steps
+  int64_t started_at_ = 0;  // the step whose average is in flight
   bool start_at_end_ = false;
 };
 

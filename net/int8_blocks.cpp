@@ -1,0 +1,78 @@
+// Block-scaled int8 encoding (int8_blocks.hpp). Scales first, then bytes, so that both
+// loops run over contiguous arrays.
+#include "int8_blocks.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+namespace rt::net {
+namespace {
+
+// The largest scale a receiver accepts: 127 * scale must stay finite.
+constexpr float kMaxScale = FLT_MAX / 128.0f;
+
+float block_scale(const float* x, size_t n) {
+  float amax = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(x[i])) amax = std::max(amax, std::fabs(x[i]));
+  return std::min(amax / 127.0f, kMaxScale);
+}
+
+int8_t quantize(float x, float inv_scale) {
+  if (std::isnan(x)) return 0;
+  const float q = std::nearbyint(x * inv_scale);
+  return static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+}
+
+// Scale b of an encoded chunk, checked; false when a peer sent something no encoder makes.
+bool load_scale(const void* src, size_t b, float& scale) {
+  std::memcpy(&scale, static_cast<const char*>(src) + b * sizeof(float), sizeof(float));
+  return std::isfinite(scale) && scale >= 0 && scale <= kMaxScale;
+}
+
+// Calls f(i, value) for every decoded value; false on invalid input.
+template <class F>
+bool for_each_decoded(const void* src, size_t n, F&& f) {
+  const auto* q = reinterpret_cast<const int8_t*>(static_cast<const char*>(src) + int8_blocks(n) * sizeof(float));
+  for (size_t b = 0, begin = 0; begin < n; ++b, begin += kInt8Block) {
+    float scale;
+    if (!load_scale(src, b, scale)) return false;
+    const size_t end = std::min(n, begin + kInt8Block);
+    for (size_t i = begin; i < end; ++i) {
+      if (q[i] == -128) return false;
+      f(i, static_cast<float>(q[i]) * scale);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void encode_int8(const float* src, size_t n, void* dst, float* decoded, float* error) {
+  auto* q = reinterpret_cast<int8_t*>(static_cast<char*>(dst) + int8_blocks(n) * sizeof(float));
+  for (size_t b = 0, begin = 0; begin < n; ++b, begin += kInt8Block) {
+    const size_t end = std::min(n, begin + kInt8Block);
+    const float scale = block_scale(src + begin, end - begin);
+    std::memcpy(static_cast<char*>(dst) + b * sizeof(float), &scale, sizeof(float));
+    const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+    for (size_t i = begin; i < end; ++i) {
+      const float x = src[i];
+      q[i] = quantize(x, inv);
+      const float d = static_cast<float>(q[i]) * scale;
+      if (error) error[i] = x - d;
+      if (decoded) decoded[i] = d;
+    }
+  }
+}
+
+bool decode_int8(const void* src, size_t n, float* dst) {
+  return for_each_decoded(src, n, [dst](size_t i, float v) { dst[i] = v; });
+}
+
+bool add_int8(float* acc, const void* src, size_t n) {
+  return for_each_decoded(src, n, [acc](size_t i, float v) { acc[i] += v; });
+}
+
+}  // namespace rt::net

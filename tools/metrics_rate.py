@@ -1,0 +1,28 @@
+#!/usr/bin/python3
+"""Throughput of a training run, for the benchmark scripts:
+
+    /usr/bin/python3 tools/metrics_rate.py METRICS.jsonl|STDOUT.log WARMUP
+
+prints "TOK_PER_S COMM_S": tokens / time over the step records after the first WARMUP, and
+the mean network time per step not hidden by compute. Tokens / time come from rank 0's
+clock (elapsed_s) where the records have it (with avg the ranks run free between syncs, so
+per-step times say little), else the harmonic mean of the per-step rates (PyTorch's
+JSON-lines output). Prints "-" when there are no records after the warm-up.
+"""
+import json, sys, statistics
+recs = []
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("{"):
+        r = json.loads(line)
+        if "tok_per_s" in r and "val_bpb" not in r:
+            recs.append(r)
+warm = int(sys.argv[2])
+before, recs = recs[warm - 1] if warm > 0 else None, recs[warm:]
+if not recs:
+    print("-"); sys.exit()
+if before and "elapsed_s" in before:
+    rate = (recs[-1]["tokens"] - before["tokens"]) / (recs[-1]["elapsed_s"] - before["elapsed_s"])
+else:
+    rate = statistics.harmonic_mean([r["tok_per_s"] for r in recs])
+print("%.1f %.2f" % (rate, statistics.mean(r.get("comm_s", 0) for r in recs)))

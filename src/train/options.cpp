@@ -98,7 +98,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ("outer-momentum", "DiLoCo outer Nesterov momentum", cxxopts::value<float>()->default_value("0.9"))
       ("wire", "f32 or bf16 on the wire", cxxopts::value<std::string>()->default_value("f32"))
       ("job-id", "job name checked at the handshake", cxxopts::value<std::string>()->default_value("ringtrain"))
-      ("min-ranks", "--sync grad: a lost rank no longer stops the job while at least this many ranks live (the others re-form the ring and go on; a restarted rank rejoins); below it, the ranks checkpoint and exit 1",
+      ("min-ranks", "a lost rank does not stop the job while at least this many ranks live (the others re-form the ring and go on; a restarted rank rejoins); below it, the ranks checkpoint and exit 1 (not elastic with --sync-overlap)",
        cxxopts::value<int>()->default_value("1"))
       ("connect-timeout", "seconds to wait for every rank to arrive", cxxopts::value<double>()->default_value("120"))
       ("peer-timeout", "seconds of silence after which a rank counts as lost", cxxopts::value<double>()->default_value(number_text(net::kDefaultPeerTimeoutS)))

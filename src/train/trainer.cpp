@@ -2,9 +2,10 @@
 // reads as the algorithm; what depends on the --sync mode is behind the Sync interface
 // (sync.hpp), and each other concern lives in a file named for it (resume_step,
 // replica_check, step_reports, memory_check, stop_signals, dataset). Elastic training
-// (--sync grad over several ranks): a lost rank makes the others meet in a rendezvous
-// (net/rendezvous.hpp), go back to the last step every one of them completed, re-form the
-// ring and go on; a restarted rank finds the running job and joins the same way.
+// (several ranks, no --sync-overlap): a lost rank makes the others meet in a rendezvous
+// (net/rendezvous.hpp), go back to the last synced step every one of them completed,
+// re-form the ring (ring_state.hpp) and go on; a restarted rank finds the running job and
+// joins the same way.
 #include "ringtrain/train/trainer.hpp"
 
 #include <omp.h>
@@ -89,6 +90,10 @@ class Trainer {
   void take_snapshot();
   // After a ring change: the sync mode, reports, progress and metrics of the new ring.
   void start_ring_duties();
+  std::unique_ptr<Sync> new_sync();
+  std::string sync_state_bytes() const;
+  // Loads a sync state into sync_, unless the mode it came from had none (e.g. a ring of one).
+  void load_sync_state(const std::string& bytes);
   void write_membership_events(const std::vector<int>& before, const std::vector<int>& after);
   // For `ringtrain status`: every original rank as live or lost in the current ring.
   void show_membership();
@@ -130,12 +135,16 @@ class Trainer {
   std::atomic<bool> ring_up_{false};         // a ring runs (its handshake is done)
   bool joining_ = false;                     // this process joins a running job
   net::Membership joined_ring_;              // the ring it joined
-  // The state after snap_step_ steps, taken before each update (elastic only).
+  // The state after snap_step_ steps, taken before the update that follows a synced step
+  // (every step under grad, after each average under avg/diloco; elastic only).
   int64_t snap_step_ = -1;
   std::vector<float> snap_params_;
   optim::MuonAdamW::Snapshot snap_opt_;
   data::LoaderState snap_loader_;
   double snap_tokens_ = 0;
+  std::string snap_sync_;     // the sync mode's state, as state-file bytes
+  bool last_synced_ = true;   // the state after step_ steps is synced and not changed since
+  std::string sync_state_;    // while a ring re-forms: the sync state that goes on
   int64_t step_ = 0;                 // steps done
   double tokens_seen_ = 0;
   double run_start_s_ = 0;
@@ -257,7 +266,7 @@ void Trainer::build() {
   oo.num_iterations = o_.steps;
   oo.model_dim = cfg_.n_embd;
   opt_ = std::make_unique<optim::MuonAdamW>(model_->params(), oo);
-  sync_ = make_sync({comm_.get(), model_.get(), opt_.get(), &o_, rank_batch_, accum_, global_tokens_});
+  sync_ = new_sync();
   check_memory(*model_, o_.device_batch, o_.seq_len, sync_->extra_bytes());
   model_->reserve(o_.device_batch, o_.seq_len);
   // The one stream of the whole job (see next_rows).
@@ -284,9 +293,10 @@ void Trainer::resume_or_init() {
   if (joining_) {
     // The running job's state, from its live ranks (its checkpoints here are older).
     RunCounters c;
-    share_ring_state(*comm_, joined_ring_, model_->params(), *opt_, c);
+    share_ring_state(*comm_, joined_ring_, o_.sync == SyncMode::Grad, model_->params(), *opt_, c);
     step_ = c.step, tokens_seen_ = c.tokens_seen, last_val_bpb_ = c.val_bpb, last_eval_step_ = c.last_eval_step;
     loader_->restore(c.loader);
+    load_sync_state(c.sync_state);
     state_epoch_ = joined_ring_.epoch, state_members_ = joined_ring_.members;
     check_replicas(*comm_, model_->params(), step_);
     logf("joined the running job at step %lld (ring of %zu ranks)", (long long)step_, members_.size());
@@ -375,7 +385,7 @@ bool Trainer::train(int64_t last_step) {
   while (step_ < last_step && !stopping) {
     try {
       stopping = train_step(last_step);
-      if (!stopping && o_.elastic() && comm_) {
+      if (!stopping && o_.elastic() && comm_ && last_synced_) {
         // A restarted rank asked to join: every member learns it here, at the same step.
         int64_t join[1] = {join_requested_.exchange(false) ? 1 : 0};
         comm_->all_reduce_values(join, net::ValueOp::Max);
@@ -405,7 +415,27 @@ void Trainer::take_snapshot() {
   opt_->take_snapshot(snap_opt_);
   snap_loader_ = step_start_loader_;
   snap_tokens_ = tokens_seen_;
+  snap_sync_ = sync_state_bytes();
   snap_step_ = step_;
+}
+
+std::string Trainer::sync_state_bytes() const {
+  io::StateWriter w;
+  sync_->save_state(w);
+  return w.bytes();
+}
+
+void Trainer::load_sync_state(const std::string& bytes) {
+  static const std::string none = io::StateWriter().bytes();
+  if (bytes.empty() || bytes == none) return;  // begin() starts it from the parameters
+  sync_->load_state(io::StateReader::parse(bytes, "the ring's sync state"));
+}
+
+std::unique_ptr<Sync> Trainer::new_sync() {
+  int64_t rows = 0;
+  for (const auto& m : micro_) rows += m.rows;
+  return make_sync({comm_.get(), model_.get(), opt_.get(), &o_, rank_batch_, int64_t(micro_.size()), global_tokens_,
+                    rows * o_.seq_len});
 }
 
 bool Trainer::train_step(int64_t last_step) {
@@ -431,7 +461,8 @@ bool Trainer::train_step(int64_t last_step) {
   }
   const double micro_steps = double(micro_.size());
   sync_->backward_done();
-  if (o_.elastic() && comm_) take_snapshot();  // a lost rank may cut the update short
+  // A lost rank may cut the update short, or (avg, diloco) the steps until the next average.
+  if (o_.elastic() && comm_ && last_synced_) take_snapshot();
   sync_->optimizer_step(step_);
   ++step_;
   step_start_loader_ = loader_->state();  // the position that goes with step_ in a checkpoint
@@ -441,6 +472,7 @@ bool Trainer::train_step(int64_t last_step) {
   plan.save = o_.save_every > 0 && step_ % o_.save_every == 0 && step_ < last_step;
   plan.last = step_ >= last_step;
   sync_->step_done(plan);
+  last_synced_ = sync_->synced_after(plan);
   tokens_seen_ += double(global_tokens_);
 
   StepReport mine;
@@ -470,8 +502,10 @@ void Trainer::roll_back_to(int64_t step) {
     opt_->restore_snapshot(snap_opt_);
     step_start_loader_ = snap_loader_;
     tokens_seen_ = snap_tokens_;
+    sync_state_ = snap_sync_;
     step_ = step;
-  } else if (step_ != step) {
+    last_synced_ = true;
+  } else if (step_ != step || !last_synced_) {
     throw RuntimeError("cannot go back to step " + std::to_string(step) + " from step " + std::to_string(step_) +
                        " (internal error)");
   }
@@ -529,6 +563,7 @@ void Trainer::reform(const std::string& lost) {
   const std::vector<int> before = state_members_;  // the last ring that fully formed
   // The step in flight is given up: leave the ring (our peers hear that we leave), and hold
   // on to what can be restored.
+  if (sync_) sync_state_ = sync_state_bytes();
   sync_.reset();
   reports_.reset();
   comm_.reset();
@@ -542,8 +577,10 @@ void Trainer::reform(const std::string& lost) {
   net::MemberState me;
   me.epoch = state_epoch_;
   me.members = state_members_;
-  me.step = step_;
-  me.oldest_step = snap_step_ == step_ - 1 ? step_ - 1 : step_;
+  // Under grad one step may be undone; under avg/diloco back to the last average.
+  me.step = last_synced_ ? step_ : snap_step_;
+  me.oldest_step = snap_step_ >= 0 ? snap_step_ : step_;
+  if (me.step < 0) me.step = me.oldest_step = step_;
   net::Membership ring;
   for (int attempt = 0;; ++attempt) {
     ring = net::rendezvous(rendezvous_options(o_.connect_timeout_s), me);
@@ -563,12 +600,19 @@ void Trainer::reform(const std::string& lost) {
   split_rows();
   step_idx_.resize(size_t(global_tokens_));
   step_tgt_.resize(size_t(global_tokens_));
-  RunCounters c{step_, tokens_seen_, last_val_bpb_, last_eval_step_, step_start_loader_};
-  share_ring_state(*comm_, ring, model_->params(), *opt_, c);
+  // The new ring's sync mode, with the state that goes on (diloco's anchor) before it is shared.
+  sync_ = new_sync();
+  load_sync_state(sync_state_);
+  RunCounters c{step_, tokens_seen_, last_val_bpb_, last_eval_step_, step_start_loader_, sync_state_bytes()};
+  share_ring_state(*comm_, ring, o_.sync == SyncMode::Grad, model_->params(), *opt_, c);
   step_ = c.step, tokens_seen_ = c.tokens_seen, last_val_bpb_ = c.val_bpb, last_eval_step_ = c.last_eval_step;
   step_start_loader_ = c.loader;
   loader_->restore(step_start_loader_);
+  load_sync_state(c.sync_state);
+  sync_->begin();
+  sync_state_.clear();
   snap_step_ = -1;
+  last_synced_ = true;
   state_epoch_ = ring.epoch, state_members_ = ring.members;
   check_replicas(*comm_, model_->params(), step_);
   start_ring_duties();
@@ -585,8 +629,6 @@ void Trainer::show_membership() {
 
 void Trainer::start_ring_duties() {
   show_membership();
-  sync_ = make_sync({comm_.get(), model_.get(), opt_.get(), &o_, rank_batch_, accum_, global_tokens_});
-  sync_->begin();
   // The lowest live rank writes the metrics and draws the progress; the file loses the
   // records of steps that were undone.
   metrics_.close();

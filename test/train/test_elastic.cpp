@@ -272,6 +272,29 @@ BOOST_AUTO_TEST_CASE(stopped_rank_is_dropped_and_rejoins_after_sigcont) {
   check_every_step_once(metrics);
 }
 
+// --sync diloco: the ranks run free between averages, so a loss takes the ring back to the
+// last average (the anchor and outer momentum go on), and a restarted rank joins at an average.
+BOOST_AUTO_TEST_CASE(diloco_rank_is_dropped_then_rejoins_at_an_average) {
+  const int port = nettest::port_base(1) + 3;
+  const std::string run = run_dir("el-diloco"), metrics = run + "/metrics.jsonl";
+  const std::vector<std::string> flags = {"--steps", "100000", "--eval-every", "0", "--sync", "diloco", "--sync-every", "3"};
+  auto ranks = start_ranks("el-diloco", {2, 2, 2}, port, flags);
+  BOOST_REQUIRE(wait_for_steps(metrics, 6, kWait));
+  ::kill(ranks[1].pid, SIGKILL);
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), ranks[0].err());
+  check_event(events(metrics)[0], "rank_lost", 1, 2);
+  BOOST_TEST(events(metrics)[0]["step"].get<int64_t>() % 3 == 0, "not an average's step: " << events(metrics)[0].dump());
+  BOOST_REQUIRE(wait_for_progress(metrics, 6, kWait));
+  nettest::wait_one(ranks[1], 10);
+  ranks[1] = start_rank("el-diloco", {2, 2, 2}, port, flags, 1, "el-diloco-r1-again");
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 2, kWait), ranks[1].err());
+  check_event(events(metrics)[1], "rank_joined", 1, 3);
+  BOOST_TEST(events(metrics)[1]["step"].get<int64_t>() % 3 == 0, "not an average's step: " << events(metrics)[1].dump());
+  BOOST_REQUIRE(wait_for_progress(metrics, 6, kWait));
+  stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  check_every_step_once(metrics);
+}
+
 // A rank killed again and again: each loss costs the others at most about one peer timeout,
 // and the job ends whole.
 BOOST_AUTO_TEST_CASE(flapping_rank) {

@@ -59,8 +59,9 @@ struct TrainOptions {
 
   int world() const { return peers.empty() ? 1 : int(peers.size()); }
   bool distributed() const { return world() > 1; }
-  // A lost rank does not stop the job, and a restarted one rejoins (--sync grad).
-  bool elastic() const { return distributed() && sync == SyncMode::Grad; }
+  // A lost rank does not stop the job, and a restarted one rejoins (not with --sync-overlap,
+  // whose average in flight cannot be taken back).
+  bool elastic() const { return distributed() && !sync_overlap; }
   model::ModelConfig model_config(int64_t vocab_size) const;
   // Flags that must agree on every rank, as "key=value" lines, checked at the handshake
   // (per-rank flags such as --threads and --device-batch are left out on purpose).

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -12,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/skip.hpp"
+#include "../net/netns_hosts.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/net/communicator.hpp"
@@ -291,6 +294,37 @@ BOOST_AUTO_TEST_CASE(diloco_rank_is_dropped_then_rejoins_at_an_average) {
   check_event(events(metrics)[1], "rank_joined", 1, 3);
   BOOST_TEST(events(metrics)[1]["step"].get<int64_t>() % 3 == 0, "not an average's step: " << events(metrics)[1].dump());
   BOOST_REQUIRE(wait_for_progress(metrics, 6, kWait));
+  stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  check_every_step_once(metrics);
+}
+
+// On simulated hosts (network namespaces) behind the user's firewall, which lets in only
+// TCP 29500-29510: the lobby, the rendezvous and the state all use the one listed port.
+BOOST_AUTO_TEST_CASE(firewalled_hosts_lose_and_regain_a_rank) {
+  if (!testskip::require(geteuid() == 0, "network namespaces need root (CI runs as root)")) return;
+  nettest::NetnsHosts hosts(3, "el", "--firewall 29500-29510");
+  const std::string run = run_dir("el-netns"), metrics = run + "/metrics.jsonl";
+  const std::string peers = "10.99.0.1:29500,10.99.0.2:29500,10.99.0.3:29500";
+  auto start = [&](int r, const std::string& tag) {
+    std::string cmd = "exec ip netns exec " + hosts.ns(r);
+    for (const auto& a : base_args("el-netns", {"--steps", "100000", "--eval-every", "0", "--rank", std::to_string(r),
+                                                "--peers", peers, "--device-batch", "2", "--peer-timeout", "5",
+                                                "--connect-timeout", "60", "--key", nettest::key_file()}))
+      cmd += " '" + a + "'";
+    return nettest::spawn({"/bin/sh", "-c", cmd}, tag);
+  };
+  std::vector<Proc> ranks;
+  for (int r = 0; r < 3; ++r) ranks.push_back(start(r, "el-netns-r" + std::to_string(r)));
+  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 5, kWait), ranks[0].err());
+  ::kill(ranks[2].pid, SIGKILL);
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), ranks[0].err());
+  check_event(events(metrics)[0], "rank_lost", 2, 2);
+  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
+  nettest::wait_one(ranks[2], 10);
+  ranks[2] = start(2, "el-netns-r2-again");
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 2, kWait), ranks[2].err());
+  check_event(events(metrics)[1], "rank_joined", 2, 3);
+  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
   stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
   check_every_step_once(metrics);
 }

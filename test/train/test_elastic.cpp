@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -104,6 +105,28 @@ int stop_and_check_replicas(std::vector<Proc>& procs, pid_t rank_pid, const std:
     BOOST_TEST((w == weights0), "rank " << r << "'s weights differ from rank 0's at step " << step);
   }
   return step;
+}
+
+// SIGKILL ranks[rank]: the others record its loss (world_after: the size of their ring) and
+// go on; while_lost runs then. restart() starts it again, and it joins at a later step.
+// Returns the loss and the join records.
+std::pair<json, json> lose_and_rejoin(std::vector<Proc>& ranks, size_t rank, int world_after, const std::string& metrics,
+                                      const std::function<Proc()>& restart,
+                                      const std::function<void(const json& lost)>& while_lost = {}) {
+  const size_t before = events(metrics).size();
+  ::kill(ranks[rank].pid, SIGKILL);
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, before + 1, kWait), ranks[rank == 0 ? 1 : 0].err());
+  const json lost = events(metrics)[before];
+  check_event(lost, "rank_lost", int(rank), world_after);
+  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
+  if (while_lost) while_lost(lost);
+  nettest::wait_one(ranks[rank], 10);
+  ranks[rank] = restart();
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, before + 2, kWait), ranks[rank].err());
+  const json joined = events(metrics)[before + 1];
+  check_event(joined, "rank_joined", int(rank), world_after + 1);
+  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
+  return {lost, joined};
 }
 
 // val bpb of a checkpoint directory, by `ringtrain eval`.
@@ -213,18 +236,13 @@ BOOST_AUTO_TEST_CASE(rank0_killed_its_duties_move_and_it_rejoins) {
   const std::string run = run_dir("el-r0"), metrics = run + "/metrics.jsonl";
   auto ranks = start_ranks("el-r0", {2, 2, 2}, port, kLongRun);
   BOOST_REQUIRE(wait_for_steps(metrics, 5, kWait));
-  ::kill(ranks[0].pid, SIGKILL);
-  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), ranks[1].err());
-  check_event(events(metrics)[0], "rank_lost", 0, 2);
-  const int64_t lost_at = events(metrics)[0]["step"].get<int64_t>();
-  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
-  // Rank 1 now draws the progress lines (plain lines here: no terminal).
-  BOOST_TEST(nettest::contains(ranks[1].err(), "[rank 1/3] step " + std::to_string(lost_at + 1) + "/100000"), ranks[1].err());
-  nettest::wait_one(ranks[0], 10);
-  ranks[0] = start_rank("el-r0", {2, 2, 2}, port, kLongRun, 0, "el-r0-r0-again");
-  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 2, kWait), ranks[0].err());
-  check_event(events(metrics)[1], "rank_joined", 0, 3);
-  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
+  lose_and_rejoin(
+      ranks, 0, 2, metrics, [&] { return start_rank("el-r0", {2, 2, 2}, port, kLongRun, 0, "el-r0-r0-again"); },
+      [&](const json& lost) {
+        // Rank 1 now draws the progress lines (plain lines here: no terminal).
+        const std::string line = "[rank 1/3] step " + std::to_string(lost["step"].get<int64_t>() + 1) + "/100000";
+        BOOST_TEST(nettest::contains(ranks[1].err(), line), ranks[1].err());
+      });
   stop_and_check_replicas(ranks, ranks[1].pid, run, 3);
   check_every_step_once(metrics);
 }
@@ -237,15 +255,7 @@ BOOST_AUTO_TEST_CASE(survivor_goes_on_alone_then_the_other_rejoins) {
   const std::vector<std::string> flags = {"--steps", "100000", "--eval-every", "0", "--wire", "bf16"};
   auto ranks = start_ranks("el-two", {1, 3}, port, flags);
   BOOST_REQUIRE(wait_for_steps(metrics, 5, kWait));
-  ::kill(ranks[1].pid, SIGKILL);
-  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), ranks[0].err());
-  check_event(events(metrics)[0], "rank_lost", 1, 1);
-  BOOST_REQUIRE(wait_for_progress(metrics, 5, kWait));
-  nettest::wait_one(ranks[1], 10);
-  ranks[1] = start_rank("el-two", {1, 3}, port, flags, 1, "el-two-r1-again");
-  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 2, kWait), ranks[1].err());
-  check_event(events(metrics)[1], "rank_joined", 1, 2);
-  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
+  lose_and_rejoin(ranks, 1, 1, metrics, [&] { return start_rank("el-two", {1, 3}, port, flags, 1, "el-two-r1-again"); });
   stop_and_check_replicas(ranks, ranks[0].pid, run, 2);
   check_every_step_once(metrics);
 }
@@ -283,17 +293,10 @@ BOOST_AUTO_TEST_CASE(diloco_rank_is_dropped_then_rejoins_at_an_average) {
   const std::vector<std::string> flags = {"--steps", "100000", "--eval-every", "0", "--sync", "diloco", "--sync-every", "3"};
   auto ranks = start_ranks("el-diloco", {2, 2, 2}, port, flags);
   BOOST_REQUIRE(wait_for_steps(metrics, 6, kWait));
-  ::kill(ranks[1].pid, SIGKILL);
-  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), ranks[0].err());
-  check_event(events(metrics)[0], "rank_lost", 1, 2);
-  BOOST_TEST(events(metrics)[0]["step"].get<int64_t>() % 3 == 0, "not an average's step: " << events(metrics)[0].dump());
-  BOOST_REQUIRE(wait_for_progress(metrics, 6, kWait));
-  nettest::wait_one(ranks[1], 10);
-  ranks[1] = start_rank("el-diloco", {2, 2, 2}, port, flags, 1, "el-diloco-r1-again");
-  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 2, kWait), ranks[1].err());
-  check_event(events(metrics)[1], "rank_joined", 1, 3);
-  BOOST_TEST(events(metrics)[1]["step"].get<int64_t>() % 3 == 0, "not an average's step: " << events(metrics)[1].dump());
-  BOOST_REQUIRE(wait_for_progress(metrics, 6, kWait));
+  const auto [lost, joined] = lose_and_rejoin(
+      ranks, 1, 2, metrics, [&] { return start_rank("el-diloco", {2, 2, 2}, port, flags, 1, "el-diloco-r1-again"); });
+  for (const json& e : {lost, joined})
+    BOOST_TEST(e["step"].get<int64_t>() % 3 == 0, "not an average's step: " << e.dump());
   stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
   check_every_step_once(metrics);
 }
@@ -316,15 +319,7 @@ BOOST_AUTO_TEST_CASE(firewalled_hosts_lose_and_regain_a_rank) {
   std::vector<Proc> ranks;
   for (int r = 0; r < 3; ++r) ranks.push_back(start(r, "el-netns-r" + std::to_string(r)));
   BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 5, kWait), ranks[0].err());
-  ::kill(ranks[2].pid, SIGKILL);
-  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), ranks[0].err());
-  check_event(events(metrics)[0], "rank_lost", 2, 2);
-  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
-  nettest::wait_one(ranks[2], 10);
-  ranks[2] = start(2, "el-netns-r2-again");
-  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 2, kWait), ranks[2].err());
-  check_event(events(metrics)[1], "rank_joined", 2, 3);
-  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
+  lose_and_rejoin(ranks, 2, 2, metrics, [&] { return start(2, "el-netns-r2-again"); });
   stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
   check_every_step_once(metrics);
 }
@@ -338,16 +333,15 @@ BOOST_AUTO_TEST_CASE(flapping_rank) {
   BOOST_REQUIRE(wait_for_steps(metrics, 5, kWait));
   for (int round = 0; round < 3; ++round) {
     BOOST_TEST_CONTEXT("round " << round) {
-      ::kill(ranks[1].pid, SIGKILL);
       const auto t0 = std::chrono::steady_clock::now();
-      BOOST_REQUIRE(wait_for_events(metrics, size_t(2 * round + 1), kWait));
-      BOOST_REQUIRE(wait_for_progress(metrics, 1, kWait));
-      const double took = seconds_since(t0);
-      BOOST_TEST(took < kPeerTimeout + kMargin + 10, "the survivors' next step came " << took << " s after the kill");
-      nettest::wait_one(ranks[1], 10);
-      ranks[1] = start_rank("el-flap", {2, 2, 2}, port, kLongRun, 1, "el-flap-r1-" + std::to_string(round));
-      BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, size_t(2 * round + 2), kWait), ranks[1].err());
-      BOOST_REQUIRE(wait_for_progress(metrics, 2, kWait));
+      lose_and_rejoin(
+          ranks, 1, 2, metrics,
+          [&] { return start_rank("el-flap", {2, 2, 2}, port, kLongRun, 1, "el-flap-r1-" + std::to_string(round)); },
+          [&](const json&) {
+            // The loss and three more steps: at most about one peer timeout for the loss.
+            const double took = seconds_since(t0);
+            BOOST_TEST(took < kPeerTimeout + kMargin + 10, "three steps after the kill came " << took << " s after it");
+          });
     }
   }
   const auto ev = events(metrics);

@@ -144,6 +144,7 @@ class Trainer {
   double snap_tokens_ = 0;
   std::string snap_sync_;     // the sync mode's state, as state-file bytes
   bool last_synced_ = true;   // the state after step_ steps is synced and not changed since
+  int64_t exchanged_step_ = 0;  // the last step whose reports every rank exchanged
   std::string sync_state_;    // while a ring re-forms: the sync state that goes on
   int64_t step_ = 0;                 // steps done
   double tokens_seen_ = 0;
@@ -331,6 +332,7 @@ void Trainer::resume_or_init() {
   }
   sync_->begin();
   step_start_loader_ = loader_->state();
+  exchanged_step_ = step_;
 }
 
 void Trainer::save_checkpoint(const char* why) {
@@ -485,8 +487,10 @@ bool Trainer::train_step(int64_t last_step) {
   mine.stop = (stop_requested_ || stop_signals_received() > 0) ? 1 : 0;
   reports_->add(mine);
   bool stopping = false;
-  if (sync_->report_now(plan)) stopping = reports_->exchange(step_, tokens_seen_, last_val_bpb_);
-  else reports_->show_local(step_, loss_sum / micro_steps, mine.step_s, mine.comm_s);
+  if (sync_->report_now(plan)) {
+    stopping = reports_->exchange(step_, tokens_seen_, last_val_bpb_);
+    exchanged_step_ = step_;
+  } else reports_->show_local(step_, loss_sum / micro_steps, mine.step_s, mine.comm_s);
 
   if (std::isnan(loss_sum)) throw RuntimeError("loss is NaN at step " + std::to_string(step_) + "; lower the learning rate or check the data");
   if (plan.eval) evaluate_and_log();
@@ -532,7 +536,12 @@ bool Trainer::open_ring(const net::Membership& ring) {
       const RingRecord& r = records[i];
       if (r.device_batch < 1 || r.device_batch > kMaxDeviceBatch)
         bad_peer_value(*comm_, int(i), "--device-batch " + std::to_string(r.device_batch));
-      if (r.global_tokens < 0 || r.global_tokens % o_.seq_len != 0 || (tokens != 0 && r.global_tokens != 0 && r.global_tokens != tokens))
+      // The job's tokens per step: --total-batch when given (the same on every rank, checked at
+      // the handshake), else the device batches of the full ring.
+      const int64_t most = o_.total_batch != 0 ? o_.total_batch : int64_t(o_.world()) * kMaxDeviceBatch * o_.seq_len;
+      if (r.global_tokens < 0 || r.global_tokens % o_.seq_len != 0 || r.global_tokens > most ||
+          (o_.total_batch != 0 && r.global_tokens != 0 && r.global_tokens != o_.total_batch) ||
+          (tokens != 0 && r.global_tokens != 0 && r.global_tokens != tokens))
         bad_peer_value(*comm_, int(i), "tokens per step " + std::to_string(r.global_tokens));
       if (r.global_tokens != 0) tokens = r.global_tokens;
       rank_batch_.push_back(r.device_batch);
@@ -568,8 +577,12 @@ void Trainer::reform(const std::string& lost) {
   reports_.reset();
   comm_.reset();
   progress_->finish();
+  // Under grad one step may be undone; under avg/diloco back to the last average. A step
+  // whose reports were not exchanged is undone too: its metrics record was never written.
+  int64_t newest = last_synced_ && exchanged_step_ == step_ ? step_ : snap_step_;
+  if (newest < 0) newest = step_;  // nothing happened since the ring formed
   if (!lost.empty() && int(members_.size()) - 1 < o_.min_ranks) {
-    roll_back_to(step_);  // undoes an update cut short
+    roll_back_to(newest);  // undoes an update cut short
     give_up(lost);
   }
   if (!lost.empty()) logf("%s; the live ranks re-form the ring", lost.c_str());
@@ -577,10 +590,8 @@ void Trainer::reform(const std::string& lost) {
   net::MemberState me;
   me.epoch = state_epoch_;
   me.members = state_members_;
-  // Under grad one step may be undone; under avg/diloco back to the last average.
-  me.step = last_synced_ ? step_ : snap_step_;
+  me.step = newest;
   me.oldest_step = snap_step_ >= 0 ? snap_step_ : step_;
-  if (me.step < 0) me.step = me.oldest_step = step_;
   net::Membership ring;
   for (int attempt = 0;; ++attempt) {
     ring = net::rendezvous(rendezvous_options(o_.connect_timeout_s), me);
@@ -613,6 +624,7 @@ void Trainer::reform(const std::string& lost) {
   sync_state_.clear();
   snap_step_ = -1;
   last_synced_ = true;
+  exchanged_step_ = step_;
   state_epoch_ = ring.epoch, state_members_ = ring.members;
   check_replicas(*comm_, model_->params(), step_);
   start_ring_duties();

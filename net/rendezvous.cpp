@@ -323,7 +323,9 @@ Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
     for (int p = 0; p < world; ++p) {
       if (p == o.rank) continue;
       const auto& v = views[size_t(p)];
-      unsure = unsure || v.seen == PeerView::Unsure;
+      // Other: it answers, but is neither in a ring nor in a lobby (e.g. it is making a ring's
+      // communicator): wait until it says where it stands.
+      unsure = unsure || v.seen == PeerView::Unsure || v.seen == PeerView::Other;
       if (v.seen == PeerView::Running) (v.epoch > mine.epoch ? newer_running : running) = true;
       if (v.seen == PeerView::Lobby) present.push_back(p);
     }

@@ -268,7 +268,11 @@ void Trainer::build() {
   oo.model_dim = cfg_.n_embd;
   opt_ = std::make_unique<optim::MuonAdamW>(model_->params(), oo);
   sync_ = new_sync();
-  check_memory(*model_, o_.device_batch, o_.seq_len, sync_->extra_bytes());
+  // Elastic training keeps a copy of the parameters and the optimizer state (about two
+  // more floats per parameter, plus the sync's own buffers) to undo a step.
+  const double param_bytes = double(model_->params().size()) * sizeof(float);
+  const double snapshot_bytes = o_.elastic() ? 3 * param_bytes + sync_->extra_bytes() : 0;
+  check_memory(*model_, o_.device_batch, o_.seq_len, sync_->extra_bytes() + snapshot_bytes);
   model_->reserve(o_.device_batch, o_.seq_len);
   // The one stream of the whole job (see next_rows).
   data::LoaderOptions lo;
@@ -292,8 +296,9 @@ void Trainer::split_rows() {
 void Trainer::resume_or_init() {
   model_->init_weights(o_.seed);
   if (joining_) {
-    // The running job's state, from its live ranks (its checkpoints here are older).
-    RunCounters c;
+    // The running job's state, from its live ranks (its checkpoints here are older). When no
+    // member has state (every rank started afresh through the rendezvous) it keeps its own.
+    RunCounters c{step_, tokens_seen_, last_val_bpb_, last_eval_step_, loader_->state(), ""};
     share_ring_state(*comm_, joined_ring_, o_.sync == SyncMode::Grad, model_->params(), *opt_, c);
     step_ = c.step, tokens_seen_ = c.tokens_seen, last_val_bpb_ = c.val_bpb, last_eval_step_ = c.last_eval_step;
     loader_->restore(c.loader);

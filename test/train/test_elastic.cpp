@@ -35,6 +35,11 @@ namespace {
 const std::vector<std::string> kLongRun = {"--steps", "100000", "--eval-every", "0"};
 // Bound of each wait on the job (a loaded machine is slow, but nothing waits forever).
 constexpr double kWait = 120;
+// Bound of the time from a loss to the survivors' next step in these tests: the peer timeout
+// and the rendezvous, with room for a loaded machine (the benchmark, tools/bench_elastic.sh,
+// checks the real bound of --peer-timeout + 5 s on a quiet one); well below the 60 s after
+// which a rendezvous gives up.
+constexpr double kLossBound = kPeerTimeout + 35;
 
 std::vector<json> records(const std::string& metrics) {
   std::vector<json> out;
@@ -194,7 +199,7 @@ BOOST_AUTO_TEST_CASE(killed_rank_is_dropped_then_rejoins) {
   BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), ranks[0].err());
   BOOST_REQUIRE(wait_for_progress(metrics, 1, kWait));
   const double took = seconds_since(t0);
-  BOOST_TEST(took < kPeerTimeout + kMargin + 10, "the survivors' next step came " << took << " s after the kill");
+  BOOST_TEST(took < kLossBound, "the survivors' next step came " << took << " s after the kill");
   check_event(events(metrics)[0], "rank_lost", 2, 2);
   BOOST_TEST(nettest::alive(ranks[0].pid));
   BOOST_TEST(nettest::alive(ranks[1].pid));
@@ -273,7 +278,7 @@ BOOST_AUTO_TEST_CASE(stopped_rank_is_dropped_and_rejoins_after_sigcont) {
   BOOST_REQUIRE(wait_for_progress(metrics, 1, kWait));
   const double took = seconds_since(t0);
   BOOST_TEST(took >= kPeerTimeout, "dropped after " << took << " s, before the peer timeout");
-  BOOST_TEST(took < kPeerTimeout + kMargin + 10, "the survivors' next step came " << took << " s after the stop");
+  BOOST_TEST(took < kLossBound, "the survivors' next step came " << took << " s after the stop");
   check_event(events(metrics)[0], "rank_lost", 2, 2);
   BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
   ::kill(ranks[2].pid, SIGCONT);
@@ -340,7 +345,7 @@ BOOST_AUTO_TEST_CASE(flapping_rank) {
           [&](const json&) {
             // The loss and three more steps: at most about one peer timeout for the loss.
             const double took = seconds_since(t0);
-            BOOST_TEST(took < kPeerTimeout + kMargin + 10, "three steps after the kill came " << took << " s after it");
+            BOOST_TEST(took < kLossBound, "three steps after the kill came " << took << " s after it");
           });
     }
   }

@@ -346,8 +346,16 @@ void Transport::handshake() {
   Clock::time_point error_at{};
   std::string refusal;  // why a peer refused us, phrased from our side
   auto all = [](const std::vector<bool>& v) { return std::all_of(v.begin(), v.end(), [](bool b) { return b; }); };
+  auto next_resend = start + std::chrono::seconds(1);
   while (true) {
     const auto now = Clock::now();
+    // A hello can be lost: an elastic job's lobby (listen_only) takes it and says nothing,
+    // then closes. Resend it to ranks that have not answered yet.
+    if (now >= next_resend) {
+      for (int p = 0; p < world(); ++p)
+        if (!acked_[p]) send_control(p, MsgKind::Hello, hello_text_);
+      next_resend = now + std::chrono::seconds(1);
+    }
     if (all(heard_) && all(acked_)) break;
     // Refused: stay a little, so that every rank gets our answer to its hello and reports too.
     if (!refusal.empty() && (all(answered_) || now - error_at > std::chrono::seconds(2))) break;
@@ -426,6 +434,7 @@ void Transport::handle_hello(const std::string& identity, const std::string& tex
     reply(identity, MsgKind::HelloOk, encode_refusal("not a ringtrain handshake of this version; use the same ringtrain build on every host", ""));
     return;
   }
+  if (opt_.listen_only) return;  // a lobby: the sender resends to the ring that comes next
   const int r = hello->rank;
   std::string reason, logged;
   if (r < 0 || r >= world() || r == rank()) {
@@ -438,6 +447,8 @@ void Transport::handle_hello(const std::string& identity, const std::string& tex
     reason = "another process already holds rank " + std::to_string(r) +
              " in this job; give every process a different --rank, and stop leftovers of earlier runs";
     logged = "another process holds that rank already";
+  } else if (identity_of_rank_[r] == identity) {
+    // A resent hello of a rank that joined already (see handshake): accepted again.
   } else if (handshake_done_) {
     reason = "the job is already running with every rank present; stop it before starting rank " + std::to_string(r) + " again";
     logged = "the job is running already";

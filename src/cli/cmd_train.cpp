@@ -264,10 +264,27 @@ int cmd_status(int argc, char** argv) {
   std::printf("step %lld/%lld  loss %.4f  %.0f tok/s  eta %.0f s  val bpb %.4f\n", s["step"].get<long long>(),
               s["steps"].get<long long>(), s["loss"].get<double>(), s["tok_per_s"].get<double>(), s["eta_s"].get<double>(),
               s["val_bpb"].get<double>());
-  int rank = 0;
-  for (const auto& rr : s["ranks"])
-    std::printf("  rank %d: step %.2f s, of which %.2f s waiting on the network\n", rank++, rr["step_s"].get<double>(),
-                rr["comm_s"].get<double>());
+  // "ranks" holds the live ranks in ring order; "members" (elastic training) every rank's state.
+  std::vector<std::string> lines;
+  for (const auto& rr : s["ranks"]) {
+    char line[128];
+    std::snprintf(line, sizeof line, "step %.2f s, of which %.2f s waiting on the network", rr.value("step_s", 0.0),
+                  rr.value("comm_s", 0.0));
+    lines.push_back(line);
+  }
+  if (!s.contains("members") || !s["members"].is_array()) {
+    for (size_t i = 0; i < lines.size(); ++i) std::printf("  rank %zu: %s\n", i, lines[i].c_str());
+    return 0;
+  }
+  size_t live = 0;
+  for (const auto& m : s["members"]) {
+    if (!m.is_object()) continue;
+    const std::string state = m.value("state", std::string("?"));
+    const bool has_line = state == "live" && live < lines.size();
+    std::printf("  rank %lld: %s%s%s\n", (long long)m.value("rank", -1LL), state.c_str(), has_line ? ", " : "",
+                has_line ? lines[live].c_str() : "");
+    if (state == "live") ++live;
+  }
   return 0;
 }
 

@@ -78,4 +78,48 @@ void MuonAdamW::load_state(std::span<const char> bytes) {
   load_state(io::StateReader::parse(std::string(bytes.begin(), bytes.end()), "the optimizer state"));
 }
 
+// Vector assignment keeps the snapshot's capacity: after the first step this is a copy.
+void MuonAdamW::take_snapshot(Snapshot& out) const {
+  out.adamw = adamw_state_;
+  out.muon = muon_state_;
+}
+
+void MuonAdamW::restore_snapshot(const Snapshot& in) {
+  if (in.adamw.size() != adamw_state_.size() || in.muon.size() != muon_state_.size())
+    throw RuntimeError("an optimizer snapshot of another model (internal error)");
+  adamw_state_ = in.adamw;
+  muon_state_ = in.muon;
+}
+
+void MuonAdamW::for_each_buffer(const std::function<void(int muon, float* data, size_t count)>& f) {
+  for (auto& s : adamw_state_) {
+    if (!s.exp_avg.empty()) f(-1, s.exp_avg.data(), s.exp_avg.size());
+    if (!s.exp_avg_sq.empty()) f(-1, s.exp_avg_sq.data(), s.exp_avg_sq.size());
+  }
+  for (size_t k = 0; k < muon_state_.size(); ++k) {
+    f(int(k), muon_state_[k].momentum.data(), muon_state_[k].momentum.size());
+    f(int(k), muon_state_[k].variance.data(), muon_state_[k].variance.size());
+  }
+}
+
+std::vector<int64_t> MuonAdamW::adamw_steps() const {
+  std::vector<int64_t> steps;
+  for (size_t i = 0; i < adamw_state_.size(); ++i)
+    if (group_of_param_[i] >= 0) steps.push_back(adamw_state_[i].step);
+  return steps;
+}
+
+void MuonAdamW::set_adamw_steps(const std::vector<int64_t>& steps) {
+  size_t k = 0;
+  for (size_t i = 0; i < adamw_state_.size(); ++i)
+    if (group_of_param_[i] >= 0) {
+      if (k >= steps.size() || steps[k] < 0) throw UsageError("AdamW step counters of another model, or negative");
+      ++k;
+    }
+  if (k != steps.size()) throw UsageError("AdamW step counters of another model");
+  k = 0;
+  for (size_t i = 0; i < adamw_state_.size(); ++i)
+    if (group_of_param_[i] >= 0) adamw_state_[i].step = steps[k++];
+}
+
 }  // namespace rt::optim

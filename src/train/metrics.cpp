@@ -32,9 +32,12 @@ void MetricsWriter::open(const std::string& path, int64_t resume_step) {
   if (!f_) throw RuntimeError("cannot open metrics file " + path + "; check --metrics / --out");
 }
 
-MetricsWriter::~MetricsWriter() {
+void MetricsWriter::close() {
   if (f_) std::fclose(f_);
+  f_ = nullptr;
 }
+
+MetricsWriter::~MetricsWriter() { close(); }
 
 void MetricsWriter::write(const nlohmann::json& record) {
   if (!f_) return;

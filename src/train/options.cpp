@@ -118,6 +118,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ("outer-momentum", "DiLoCo outer Nesterov momentum", cxxopts::value<float>()->default_value("0.9"))
       ("wire", "f32, bf16 or int8 (avg and diloco only: blocks of 64 values with a scale, error feedback) on the wire", cxxopts::value<std::string>()->default_value("f32"))
       ("job-id", "job name checked at the handshake", cxxopts::value<std::string>()->default_value("ringtrain"))
+      ("min-ranks", "a lost rank does not stop the job while at least this many ranks live (the others re-form the ring and go on; a restarted rank rejoins); below it, the ranks checkpoint and exit 1 (not elastic with --sync-overlap)",
+       cxxopts::value<int>()->default_value("1"))
       ("connect-timeout", "seconds to wait for every rank to arrive", cxxopts::value<double>()->default_value("120"))
       ("peer-timeout", "seconds of silence after which a rank counts as lost", cxxopts::value<double>()->default_value(number_text(net::kDefaultPeerTimeoutS)))
       ("stall-timeout", "seconds without progress in one collective (a live rank that does not take part) before the job stops (0: never)",
@@ -175,6 +177,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     o.outer_lr = r["outer-lr"].as<float>();
     o.outer_momentum = r["outer-momentum"].as<float>();
     o.job_id = r["job-id"].as<std::string>();
+    o.min_ranks = r["min-ranks"].as<int>();
     o.connect_timeout_s = r["connect-timeout"].as<double>();
     o.peer_timeout_s = r["peer-timeout"].as<double>();
     o.stall_timeout_s = r["stall-timeout"].as<double>();
@@ -217,6 +220,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   require(o.rank >= 0 && o.rank < o.world(),
           "--rank " + std::to_string(o.rank) + " is outside --peers (" + std::to_string(o.world()) +
               " ranks, 0-based)");
+  require(o.min_ranks >= 1 && o.min_ranks <= o.world(),
+          "--min-ranks " + std::to_string(o.min_ranks) + " must be from 1 to the number of ranks (" +
+              std::to_string(o.world()) + ")");
   require(o.connect_timeout_s > 0 && o.peer_timeout_s > 0, "timeouts must be positive");
   require(o.stall_timeout_s >= 0, "--stall-timeout must be 0 (never) or a number of seconds");
   require(o.chunk_bytes >= 4096, "--chunk-bytes must be at least 4096");

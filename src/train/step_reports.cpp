@@ -16,9 +16,25 @@ void JobStatus::set(json s) {
   status_ = std::move(s);
 }
 
+void JobStatus::set_membership(int64_t epoch, const std::vector<std::string>& states) {
+  std::lock_guard<std::mutex> lock(mu_);
+  epoch_ = epoch;
+  rank_states_ = states;
+}
+
+void JobStatus::set_rank_state(int rank, const std::string& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rank >= 0 && size_t(rank) < rank_states_.size()) rank_states_[size_t(rank)] = state;
+}
+
 std::string JobStatus::text() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return status_.dump();
+  if (rank_states_.empty()) return status_.dump();
+  json s = status_;
+  s["epoch"] = epoch_;
+  s["members"] = json::array();
+  for (size_t r = 0; r < rank_states_.size(); ++r) s["members"].push_back({{"rank", r}, {"state", rank_states_[r]}});
+  return s.dump();
 }
 
 StepReports::StepReports(net::Communicator* comm, const optim::MuonAdamW& opt, MetricsWriter& metrics,

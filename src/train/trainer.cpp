@@ -1,13 +1,19 @@
 // The training run: set up, resume, the step loop, evaluation and checkpoints. The loop
 // reads as the algorithm; what depends on the --sync mode is behind the Sync interface
 // (sync.hpp), and each other concern lives in a file named for it (resume_step,
-// replica_check, step_reports, memory_check, stop_signals, dataset).
+// replica_check, step_reports, memory_check, stop_signals, dataset). Elastic training
+// (several ranks, no --sync-overlap): a lost rank makes the others meet in a rendezvous
+// (net/rendezvous.hpp), go back to the last synced step every one of them completed,
+// re-form the ring (ring_state.hpp) and go on; a restarted rank finds the running job and
+// joins the same way.
 #include "ringtrain/train/trainer.hpp"
 
 #include <omp.h>
 
 #include <cmath>
 #include <filesystem>
+#include <mutex>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +23,7 @@
 #include "ringtrain/kernels/matmul.hpp"
 #include "ringtrain/model/gpt.hpp"
 #include "ringtrain/net/communicator.hpp"
+#include "ringtrain/net/rendezvous.hpp"
 #include "ringtrain/optim/muon_adamw.hpp"
 #include "ringtrain/train/auto_batch.hpp"
 #include "ringtrain/train/checkpoint.hpp"
@@ -29,6 +36,8 @@
 #include "ringtrain/train/peer_values.hpp"
 #include "ringtrain/train/replica_check.hpp"
 #include "ringtrain/train/resume_step.hpp"
+#include "ringtrain/train/ring_state.hpp"
+#include "ringtrain/train/row_split.hpp"
 #include "ringtrain/train/step_reports.hpp"
 #include "ringtrain/train/stop_signals.hpp"
 #include "ringtrain/train/sync.hpp"
@@ -42,6 +51,15 @@ namespace {
 // The largest --device-batch another rank may announce (a sanity bound on a number from
 // the network; far above anything that fits in memory).
 constexpr int64_t kMaxDeviceBatch = int64_t(1) << 24;
+// How long a process that finds no job answering waits before it starts one: peers that
+// are not up yet do not answer at all.
+constexpr double kJobProbeS = 1.5;
+
+// What the members of a new ring tell each other once it is up.
+struct RingRecord {
+  int64_t device_batch = 0;
+  int64_t global_tokens = 0;  // tokens per step of the job; 0 from a member without state
+};
 
 class Trainer {
  public:
@@ -52,13 +70,36 @@ class Trainer {
   void connect();
   void build();
   void resume_or_init();
-  // The rows of this rank's next micro-step: all ranks pack one stream, each takes its own.
-  void next_rows(const int32_t*& idx, const int32_t*& tgt);
+  // The micro-steps of this rank in every step, for the ring's device batches.
+  void split_rows();
   // Runs steps until last_step or a stop request; returns true if stopped on request.
   bool train(int64_t last_step);
+  bool train_step(int64_t last_step);
   void evaluate_and_log();
   void save_checkpoint(const char* why);
   net::ServiceHandler service_handler();
+  // The options of the communicator of the ring of `epoch` over `members`.
+  net::CommOptions ring_options(int64_t epoch, const std::vector<int>& members);
+  net::RendezvousOptions rendezvous_options(double timeout_s);
+  // Elastic: meets the live ranks, forms the next ring with them and brings every member
+  // to the same state. `lost` names what broke the old ring (empty: a rank joins).
+  void reform(const std::string& lost);
+  // Makes the ring's communicator and exchanges the ring records; false if it did not form.
+  bool open_ring(const net::Membership& ring);
+  // Back to the state after `step` steps (the live one, or the snapshot before an update).
+  void roll_back_to(int64_t step);
+  void take_snapshot();
+  // After a ring change: the sync mode, reports, progress and metrics of the new ring.
+  void start_ring_duties();
+  std::unique_ptr<Sync> new_sync();
+  std::string sync_state_bytes() const;
+  // Loads a sync state into sync_, unless the mode it came from had none (e.g. a ring of one).
+  void load_sync_state(const std::string& bytes);
+  void write_membership_events(const std::vector<int>& before, const std::vector<int>& after);
+  // For `ringtrain status`: every original rank as live or lost in the current ring.
+  void show_membership();
+  // Peer lost below --min-ranks: the checkpoint of the last completed step, then exit 1.
+  [[noreturn]] void give_up(const std::string& why);
 
   TrainOptions o_;
   DataSet data_;
@@ -74,11 +115,38 @@ class Trainer {
   JobStatus status_;
   std::atomic<bool> stop_requested_{false};
 
-  std::vector<int64_t> rank_batch_;  // device batch of every rank
-  int64_t accum_ = 1;                // micro-steps per step
+  std::vector<int64_t> rank_batch_;  // device batch of every rank of the ring, in ring order
+  int64_t accum_ = 1;                // micro-steps per step of a full ring
   int64_t global_tokens_ = 0;        // tokens per optimizer step, all ranks
-  int64_t first_row_ = 0;            // this rank's first row of each micro-step's rows
-  std::vector<int32_t> round_idx_, round_tgt_;
+  std::vector<MicroStep> micro_;     // this rank's rows of each step
+  std::vector<int32_t> step_idx_, step_tgt_;  // the rows of the whole step, every rank's
+  ReportSetup report_setup_;
+
+  // The ring: original ranks of its members, this rank's index in it, its epoch.
+  std::vector<int> members_;  // written under members_mu_ (the service handler reads it)
+  std::mutex members_mu_;
+  int index_ = 0;
+  std::atomic<int64_t> epoch_{0};
+  // The ring whose state this rank holds (-1: none yet, it joins) and its members: what it
+  // tells a rendezvous. Set once the state is complete, not when a ring merely forms.
+  int64_t state_epoch_ = 0;
+  std::vector<int> state_members_;
+  bool giving_up_ = false;  // fewer than --min-ranks: the PeerLost ends the run
+  std::atomic<bool> join_requested_{false};  // a restarted rank asked to join
+  std::atomic<bool> ring_up_{false};         // a ring runs (its handshake is done)
+  bool joining_ = false;                     // this process joins a running job
+  net::Membership joined_ring_;              // the ring it joined
+  // The state after snap_step_ steps, taken before the update that follows a synced step
+  // (every step under grad, after each average under avg/diloco; elastic only).
+  int64_t snap_step_ = -1;
+  std::vector<float> snap_params_;
+  optim::MuonAdamW::Snapshot snap_opt_;
+  data::LoaderState snap_loader_;
+  double snap_tokens_ = 0;
+  std::string snap_sync_;     // the sync mode's state, as state-file bytes
+  bool last_synced_ = true;   // the state after step_ steps is synced and not changed since
+  int64_t exchanged_step_ = 0;  // the last step whose reports every rank exchanged
+  std::string sync_state_;    // while a ring re-forms: the sync state that goes on
   int64_t step_ = 0;                 // steps done
   double tokens_seen_ = 0;
   double run_start_s_ = 0;
@@ -95,20 +163,33 @@ net::ServiceHandler Trainer::service_handler() {
       return "ok: the job will checkpoint and exit at the end of the current step";
     }
     if (req == "status") return status_.text();
+    auto is_member = [this](int rank) {
+      std::lock_guard lk(members_mu_);
+      return std::binary_search(members_.begin(), members_.end(), rank);
+    };
+    auto wants_to_join = [this](int rank) {
+      join_requested_ = true;
+      status_.set_rank_state(rank, "joining");
+    };
+    // While the first ring still forms, a process that probes us must not take it for a
+    // running job (it would try to join instead of starting with us).
+    if (!ring_up_ && req.rfind("elastic ", 0) == 0) return std::string("elastic starting");
+    if (auto a = net::answer_while_running(req, epoch_, o_.world(), is_member, wants_to_join)) return *a;
     return "error: unknown request '" + req + "'; use status or stop";
   };
 }
 
-void Trainer::connect() {
-  rank_batch_.assign(size_t(o_.world()), o_.device_batch);
-  if (!o_.distributed()) return;
+net::CommOptions Trainer::ring_options(int64_t epoch, const std::vector<int>& members) {
   net::CommOptions co;
-  co.rank = o_.rank;
-  co.peers = o_.peers;
-  co.job_id = o_.job_id;
-  co.config_text = o_.shared_config_text() + "data.train_docs=" + std::to_string(data_.train->num_docs()) +
+  for (int r : members) co.peers.push_back(o_.peers[size_t(r)]);
+  co.rank = int(std::find(members.begin(), members.end(), o_.rank) - members.begin());
+  co.job_id = net::ring_job_id(o_.job_id, epoch);
+  std::string shared = o_.shared_config_text();
+  // A rank restarted to rejoin runs the job's command, with or without --resume.
+  if (epoch > 0) shared.replace(shared.find("\n--resume="), std::string("\n--resume=0").size(), "");
+  co.config_text = shared + "data.train_docs=" + std::to_string(data_.train->num_docs()) +
                    "\ndata.vocab=" + std::to_string(data_.vocab) + "\n";
-  co.connect_timeout_s = o_.connect_timeout_s;
+  co.connect_timeout_s = epoch > 0 ? std::min(o_.connect_timeout_s, 30.0) : o_.connect_timeout_s;
   co.peer_timeout_s = o_.peer_timeout_s;
   co.stall_timeout_s = o_.stall_timeout_s;
   co.chunk_bytes = size_t(o_.chunk_bytes);
@@ -116,8 +197,56 @@ void Trainer::connect() {
   co.insecure = o_.insecure;
   co.log = [](const std::string& line) { logf("%s", line.c_str()); };
   co.service_handler = service_handler();
+  return co;
+}
+
+net::RendezvousOptions Trainer::rendezvous_options(double timeout_s) {
+  net::RendezvousOptions ro;
+  ro.rank = o_.rank;
+  ro.peers = o_.peers;
+  ro.job_id = o_.job_id;
+  ro.key = o_.key;
+  ro.insecure = o_.insecure;
+  ro.timeout_s = timeout_s;
+  ro.probe_timeout_s = std::clamp(o_.peer_timeout_s / 2, 1.0, 5.0);
+  ro.silent_timeout_s = o_.peer_timeout_s;
+  ro.log = [](const std::string& line) { logf("%s", line.c_str()); };
+  ro.other_requests = service_handler();
+  return ro;
+}
+
+void Trainer::connect() {
+  rank_batch_.assign(size_t(o_.world()), o_.device_batch);
+  {
+    std::lock_guard lk(members_mu_);
+    members_.resize(size_t(o_.world()));
+    std::iota(members_.begin(), members_.end(), 0);
+  }
+  state_members_ = members_;
+  index_ = o_.rank;
+  if (!o_.distributed()) return;
+  net::RendezvousOptions probe = rendezvous_options(0);
+  probe.probe_timeout_s = kJobProbeS;
+  if (o_.elastic() && net::job_is_running(probe)) {
+    logf("the job is running on these ports: joining it");
+    joining_ = true;
+    if (o_.device_batch_auto) {
+      // Timing needs every rank at once (build()); a rank joining a running job takes its even
+      // share of the rows instead.
+      o_.device_batch = std::max<int64_t>(1, o_.total_batch / o_.seq_len / o_.world());
+      logf("--device-batch auto: joining a running job, this rank trains %lld rows per micro-step (its even share)",
+           (long long)o_.device_batch);
+    }
+    for (int attempt = 0;; ++attempt) {
+      joined_ring_ = net::rendezvous(rendezvous_options(o_.connect_timeout_s), net::MemberState{});
+      if (open_ring(joined_ring_)) break;
+      if (attempt == 4) throw RuntimeError("could not join the running job after 5 attempts; restart this rank");
+    }
+    return;
+  }
   logf("waiting for %d ranks (connect timeout %.0f s)", o_.world(), o_.connect_timeout_s);
-  comm_ = std::make_unique<net::Communicator>(std::move(co));
+  comm_ = std::make_unique<net::Communicator>(ring_options(0, members_));
+  ring_up_ = true;
   rank_batch_ = comm_->all_gather_record<int64_t>(o_.device_batch);  // all 0 with auto (build() measures)
   for (size_t r = 0; r < rank_batch_.size(); ++r)
     if (o_.device_batch_auto ? rank_batch_[r] != 0 : rank_batch_[r] < 1 || rank_batch_[r] > kMaxDeviceBatch)
@@ -126,25 +255,24 @@ void Trainer::connect() {
 }
 
 void Trainer::build() {
-  if (o_.device_batch_auto) {  // the split needs a model to time
+  if (o_.device_batch_auto && !joining_) {  // the split needs a model to time
     model_ = std::make_unique<model::GPT>(cfg_);
     rank_batch_ = auto_device_batches(comm_.get(), *model_, o_.total_batch / o_.seq_len, o_.seq_len);
     o_.device_batch = rank_batch_[size_t(o_.rank)];
   }
-  int64_t round_rows = 0;
-  for (size_t r = 0; r < rank_batch_.size(); ++r) {
-    if (int(r) < o_.rank) first_row_ += rank_batch_[r];
-    round_rows += rank_batch_[r];
+  if (!joining_) {  // a joining rank learnt the job's batch from the ring
+    const int64_t round_rows = std::accumulate(rank_batch_.begin(), rank_batch_.end(), int64_t(0));
+    const int64_t round_tokens = round_rows * o_.seq_len;
+    if (o_.total_batch != 0 && o_.total_batch % round_tokens != 0)
+      throw UsageError("--total-batch " + std::to_string(o_.total_batch) +
+                       " is not a multiple of the tokens of one micro-step over all ranks (" +
+                       std::to_string(round_tokens) + " = sum of --device-batch x --seq-len); use a multiple of it");
+    accum_ = o_.total_batch == 0 ? 1 : o_.total_batch / round_tokens;
+    global_tokens_ = accum_ * round_tokens;
   }
-  const int64_t round_tokens = round_rows * o_.seq_len;
-  if (o_.total_batch != 0 && o_.total_batch % round_tokens != 0)
-    throw UsageError("--total-batch " + std::to_string(o_.total_batch) +
-                     " is not a multiple of the tokens of one micro-step over all ranks (" +
-                     std::to_string(round_tokens) + " = sum of --device-batch x --seq-len); use a multiple of it");
-  accum_ = o_.total_batch == 0 ? 1 : o_.total_batch / round_tokens;
-  global_tokens_ = accum_ * round_tokens;
-  round_idx_.resize(size_t(round_tokens));
-  round_tgt_.resize(size_t(round_tokens));
+  split_rows();
+  step_idx_.resize(size_t(global_tokens_));
+  step_tgt_.resize(size_t(global_tokens_));
 
   if (!model_) model_ = std::make_unique<model::GPT>(cfg_);
   optim::MuonAdamWOptions oo;
@@ -152,8 +280,12 @@ void Trainer::build() {
   oo.num_iterations = o_.steps;
   oo.model_dim = cfg_.n_embd;
   opt_ = std::make_unique<optim::MuonAdamW>(model_->params(), oo);
-  sync_ = make_sync({comm_.get(), model_.get(), opt_.get(), &o_, rank_batch_, accum_, global_tokens_});
-  check_memory(*model_, o_.device_batch, o_.seq_len, sync_->extra_bytes());
+  sync_ = new_sync();
+  // Elastic training keeps a copy of the parameters and the optimizer state (about two
+  // more floats per parameter, plus the sync's own buffers) to undo a step.
+  const double param_bytes = double(model_->params().size()) * sizeof(float);
+  const double snapshot_bytes = o_.elastic() ? 3 * param_bytes + sync_->extra_bytes() : 0;
+  check_memory(*model_, o_.device_batch, o_.seq_len, sync_->extra_bytes() + snapshot_bytes);
   model_->reserve(o_.device_batch, o_.seq_len);
   // The one stream of the whole job (see next_rows).
   data::LoaderOptions lo;
@@ -162,19 +294,32 @@ void Trainer::build() {
   loader_ = std::make_unique<data::PackingLoader>(data_.train, lo);
 }
 
-void Trainer::next_rows(const int32_t*& idx, const int32_t*& tgt) {
-  // Every rank packs the same stream; each micro-step takes the next sum(B_r) rows and rank
-  // r keeps rows [sum_{q<r} B_q, + B_r). So ranks train on disjoint rows, uneven
-  // --device-batch is fine, and N ranks of B see exactly the rows one rank of N*B would
-  // (the basis of the equivalence of --sync grad with one big batch).
-  loader_->next_batch(round_idx_.size() / size_t(o_.seq_len), round_idx_.data(), round_tgt_.data());
-  idx = round_idx_.data() + first_row_ * o_.seq_len;
-  tgt = round_tgt_.data() + first_row_ * o_.seq_len;
+// Every rank packs the same stream and each step takes its next global_tokens / T rows, so
+// the loader's position is a function of the step alone; row_split.hpp says which of them
+// this rank trains (ranks train disjoint rows, uneven --device-batch is fine, and N ranks
+// of B see exactly the rows one rank of N*B would: the basis of the equivalence of --sync
+// grad with one big batch).
+void Trainer::split_rows() {
+  micro_ = split_step_rows(rank_batch_, index_, global_tokens_ / o_.seq_len);
+  if (int64_t(micro_.size()) != accum_ && o_.elastic())
+    logf("this ring of %zu ranks takes %zu micro-steps per step here (tokens per step unchanged: %lld)",
+         members_.size(), micro_.size(), (long long)global_tokens_);
 }
 
 void Trainer::resume_or_init() {
   model_->init_weights(o_.seed);
-  if (o_.resume) {
+  if (joining_) {
+    // The running job's state, from its live ranks (its checkpoints here are older). When no
+    // member has state (every rank started afresh through the rendezvous) it keeps its own.
+    RunCounters c{step_, tokens_seen_, last_val_bpb_, last_eval_step_, loader_->state(), ""};
+    share_ring_state(*comm_, joined_ring_, o_.sync == SyncMode::Grad, model_->params(), *opt_, c);
+    step_ = c.step, tokens_seen_ = c.tokens_seen, last_val_bpb_ = c.val_bpb, last_eval_step_ = c.last_eval_step;
+    loader_->restore(c.loader);
+    load_sync_state(c.sync_state);
+    state_epoch_ = joined_ring_.epoch, state_members_ = joined_ring_.members;
+    check_replicas(*comm_, model_->params(), step_);
+    logf("joined the running job at step %lld (ring of %zu ranks)", (long long)step_, members_.size());
+  } else if (o_.resume) {
     const std::string dir = agree_resume_checkpoint(comm_.get(), o_.out_dir, o_.rank);
     const json meta = verify_checkpoint(dir);
     const auto saved_cfg = model::ModelConfig::from_json(meta.at("model_config").dump());
@@ -205,6 +350,7 @@ void Trainer::resume_or_init() {
   }
   sync_->begin();
   step_start_loader_ = loader_->state();
+  exchanged_step_ = step_;
 }
 
 void Trainer::save_checkpoint(const char* why) {
@@ -216,7 +362,7 @@ void Trainer::save_checkpoint(const char* why) {
   io::StateWriter state;
   opt_->save_state(state);
   step_start_loader_.save(state);
-  sync_->save_state(state);
+  if (sync_) sync_->save_state(state);  // none while an elastic ring re-forms
   w.write_file("state.safetensors", [&](const io::ByteSink& sink) { state.write(sink); });
   // The tokenizer travels with the weights, so that sample/eval need only the checkpoint.
   const std::string tok = io::read_file((fs::path(o_.data_dir) / "tokenizer.tiktoken").string());
@@ -237,7 +383,7 @@ void Trainer::save_checkpoint(const char* why) {
 
 void Trainer::evaluate_and_log() {
   const double t0 = now_s();
-  EvalSums s = evaluate(*model_, data_.val, data_.token_bytes, uint32_t(o_.rank), uint32_t(o_.world()),
+  EvalSums s = evaluate(*model_, data_.val, data_.token_bytes, uint32_t(index_), uint32_t(members_.size()),
                         o_.seq_len, o_.device_batch, o_.eval_tokens);
   if (comm_) {
     double sums[4] = {s.nats_all, s.tokens, s.bpb.nats, s.bpb.bytes};
@@ -255,51 +401,281 @@ void Trainer::evaluate_and_log() {
 }
 
 bool Trainer::train(int64_t last_step) {
-  const int64_t B = o_.device_batch, T = o_.seq_len;
   bool stopping = false;
   while (step_ < last_step && !stopping) {
-    const double t0 = now_s();
-    const uint64_t bytes_before = comm_ ? comm_->bytes_sent() : 0;
-    model_->params().zero_grad();
-    double loss_sum = 0;
-    for (int64_t m = 0; m < accum_; ++m) {
-      const int32_t *idx, *tgt;
-      next_rows(idx, tgt);
-      loss_sum += model_->forward(idx, tgt, B, T);
-      // On the last micro-step the sync may send each range of gradients as it becomes final.
-      model_->backward(sync_->loss_scale(), m + 1 == accum_ ? sync_->gradient_ready() : model::GPT::GradReady{});
-      sync_->micro_step_done();
+    try {
+      stopping = train_step(last_step);
+      if (!stopping && o_.elastic() && comm_ && last_synced_) {
+        // A restarted rank asked to join: every member learns it here, at the same step.
+        int64_t join[1] = {join_requested_.exchange(false) ? 1 : 0};
+        comm_->all_reduce_values(join, net::ValueOp::Max);
+        if (join[0] != 0) reform("");
+      }
+    } catch (const net::PeerLost& e) {
+      if (!o_.elastic() || giving_up_) throw;
+      // A rank lost while the ring re-forms or sends the state: meet again (bounded).
+      std::string why = e.what();
+      for (int attempt = 0;; ++attempt) {
+        try {
+          reform(why);
+          break;
+        } catch (const net::PeerLost& again) {
+          if (giving_up_ || attempt == 4) throw;
+          why = again.what();
+        }
+      }
     }
-    sync_->backward_done();
-    sync_->optimizer_step(step_);
-    ++step_;
-    step_start_loader_ = loader_->state();  // the position that goes with step_ in a checkpoint
-    StepPlan plan;
-    plan.step = step_;
-    plan.eval = o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps;
-    plan.save = o_.save_every > 0 && step_ % o_.save_every == 0 && step_ < last_step;
-    plan.last = step_ >= last_step;
-    sync_->step_done(plan);
-    tokens_seen_ += double(global_tokens_);
-
-    StepReport mine;
-    mine.loss_weighted = loss_sum / double(accum_) * double(B * T * accum_) / double(global_tokens_);
-    mine.step_s = now_s() - t0;
-    mine.comm_s = sync_->take_comm_seconds();
-    mine.tokens = double(accum_ * B * T);
-    mine.end_s = now_s() - run_start_s_;
-    mine.bytes_sent = comm_ ? double(comm_->bytes_sent() - bytes_before) : 0;
-    mine.stop = (stop_requested_ || stop_signals_received() > 0) ? 1 : 0;
-    reports_->add(mine);
-    if (sync_->report_now(plan)) stopping = reports_->exchange(step_, tokens_seen_, last_val_bpb_);
-    else reports_->show_local(step_, loss_sum / double(accum_), mine.step_s, mine.comm_s);
-
-    if (std::isnan(loss_sum)) throw RuntimeError("loss is NaN at step " + std::to_string(step_) + "; lower the learning rate or check the data");
-    if (plan.eval) evaluate_and_log();
-    if (plan.save) save_checkpoint("periodic");
-    sync_->step_end(stopping);
   }
   return stopping;
+}
+
+void Trainer::take_snapshot() {
+  const auto& p = model_->params();
+  snap_params_.assign(p.data(), p.data() + p.size());
+  opt_->take_snapshot(snap_opt_);
+  snap_loader_ = step_start_loader_;
+  snap_tokens_ = tokens_seen_;
+  snap_sync_ = sync_state_bytes();
+  snap_step_ = step_;
+}
+
+std::string Trainer::sync_state_bytes() const {
+  io::StateWriter w;
+  sync_->save_state(w);
+  return w.bytes();
+}
+
+void Trainer::load_sync_state(const std::string& bytes) {
+  static const std::string none = io::StateWriter().bytes();
+  if (bytes.empty() || bytes == none) return;  // begin() starts it from the parameters
+  sync_->load_state(io::StateReader::parse(bytes, "the ring's sync state"));
+}
+
+std::unique_ptr<Sync> Trainer::new_sync() {
+  int64_t rows = 0;
+  for (const auto& m : micro_) rows += m.rows;
+  return make_sync({comm_.get(), model_.get(), opt_.get(), &o_, rank_batch_, int64_t(micro_.size()), global_tokens_,
+                    rows * o_.seq_len});
+}
+
+bool Trainer::train_step(int64_t last_step) {
+  const int64_t B = o_.device_batch, T = o_.seq_len;
+  const double t0 = now_s();
+  const uint64_t bytes_before = comm_ ? comm_->bytes_sent() : 0;
+  model_->params().zero_grad();
+  // The step's rows, every rank's: the loader's position stays a function of the step.
+  loader_->next_batch(step_idx_.size() / size_t(T), step_idx_.data(), step_tgt_.data());
+  double loss_sum = 0, loss_rows = 0;
+  int64_t rows = 0;
+  for (size_t m = 0; m < micro_.size(); ++m) {
+    const MicroStep& ms = micro_[m];
+    const float loss = model_->forward(step_idx_.data() + ms.first_row * T, step_tgt_.data() + ms.first_row * T, ms.rows, T);
+    loss_sum += loss;
+    loss_rows += double(loss) * double(ms.rows);
+    rows += ms.rows;
+    // The gradient is the mean over the step's tokens: a micro-step of fewer rows weighs less.
+    const float scale = ms.rows == B ? sync_->loss_scale() : float(double(sync_->loss_scale()) * double(ms.rows) / double(B));
+    // On the last micro-step the sync may send each range of gradients as it becomes final.
+    model_->backward(scale, m + 1 == micro_.size() ? sync_->gradient_ready() : model::GPT::GradReady{});
+    sync_->micro_step_done();
+  }
+  const double micro_steps = double(micro_.size());
+  sync_->backward_done();
+  // A lost rank may cut the update short, or (avg, diloco) the steps until the next average.
+  if (o_.elastic() && comm_ && last_synced_) take_snapshot();
+  sync_->optimizer_step(step_);
+  ++step_;
+  step_start_loader_ = loader_->state();  // the position that goes with step_ in a checkpoint
+  StepPlan plan;
+  plan.step = step_;
+  plan.eval = o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps;
+  plan.save = o_.save_every > 0 && step_ % o_.save_every == 0 && step_ < last_step;
+  plan.last = step_ >= last_step;
+  sync_->step_done(plan);
+  last_synced_ = sync_->synced_after(plan);
+  tokens_seen_ += double(global_tokens_);
+
+  StepReport mine;
+  mine.loss_weighted = loss_rows * double(T) / double(global_tokens_);
+  mine.step_s = now_s() - t0;
+  mine.comm_s = sync_->take_comm_seconds();
+  mine.tokens = double(rows * T);
+  mine.end_s = now_s() - run_start_s_;
+  mine.bytes_sent = comm_ ? double(comm_->bytes_sent() - bytes_before) : 0;
+  mine.stop = (stop_requested_ || stop_signals_received() > 0) ? 1 : 0;
+  reports_->add(mine);
+  bool stopping = false;
+  if (sync_->report_now(plan)) {
+    stopping = reports_->exchange(step_, tokens_seen_, last_val_bpb_);
+    exchanged_step_ = step_;
+  } else reports_->show_local(step_, loss_sum / micro_steps, mine.step_s, mine.comm_s);
+
+  if (std::isnan(loss_sum)) throw RuntimeError("loss is NaN at step " + std::to_string(step_) + "; lower the learning rate or check the data");
+  if (plan.eval) evaluate_and_log();
+  if (plan.save) save_checkpoint("periodic");
+  sync_->step_end(stopping);
+  return stopping;
+}
+
+void Trainer::roll_back_to(int64_t step) {
+  if (snap_step_ == step) {  // the update after it may be half done: undo it
+    auto& p = model_->params();
+    std::copy(snap_params_.begin(), snap_params_.end(), p.data());
+    opt_->restore_snapshot(snap_opt_);
+    step_start_loader_ = snap_loader_;
+    tokens_seen_ = snap_tokens_;
+    sync_state_ = snap_sync_;
+    step_ = step;
+    last_synced_ = true;
+  } else if (step_ != step || !last_synced_) {
+    throw RuntimeError("cannot go back to step " + std::to_string(step) + " from step " + std::to_string(step_) +
+                       " (internal error)");
+  }
+  loader_->restore(step_start_loader_);
+  if (last_eval_step_ > step_) last_eval_step_ = -1;
+}
+
+bool Trainer::open_ring(const net::Membership& ring) {
+  {
+    std::lock_guard lk(members_mu_);
+    members_ = ring.members;
+  }
+  index_ = ring.index_of(o_.rank);
+  epoch_ = ring.epoch;
+  try {
+    ring_up_ = false;
+    comm_ = std::make_unique<net::Communicator>(ring_options(ring.epoch, ring.members));
+    ring_up_ = true;
+    const bool stateful = std::binary_search(ring.stateful.begin(), ring.stateful.end(), o_.rank);
+    const auto records = comm_->all_gather_record(RingRecord{o_.device_batch, stateful ? global_tokens_ : 0});
+    int64_t tokens = 0;
+    rank_batch_.clear();
+    for (size_t i = 0; i < records.size(); ++i) {
+      const RingRecord& r = records[i];
+      if (r.device_batch < 1 || r.device_batch > kMaxDeviceBatch)
+        bad_peer_value(*comm_, int(i), "--device-batch " + std::to_string(r.device_batch));
+      // The job's tokens per step: --total-batch when given (the same on every rank, checked at
+      // the handshake), else the device batches of the full ring.
+      const int64_t most = o_.total_batch != 0 ? o_.total_batch : int64_t(o_.world()) * kMaxDeviceBatch * o_.seq_len;
+      if (r.global_tokens < 0 || r.global_tokens % o_.seq_len != 0 || r.global_tokens > most ||
+          (o_.total_batch != 0 && r.global_tokens != 0 && r.global_tokens != o_.total_batch) ||
+          (tokens != 0 && r.global_tokens != 0 && r.global_tokens != tokens))
+        bad_peer_value(*comm_, int(i), "tokens per step " + std::to_string(r.global_tokens));
+      if (r.global_tokens != 0) tokens = r.global_tokens;
+      rank_batch_.push_back(r.device_batch);
+    }
+    if (tokens == 0) {  // nobody has state: the batch of a fresh start, from the full ring
+      if (!ring.stateful.empty()) throw RuntimeError("the ring's state holders sent no batch size (internal error)");
+      tokens = o_.total_batch != 0 ? o_.total_batch : o_.device_batch * int64_t(o_.world()) * o_.seq_len;
+    }
+    global_tokens_ = tokens;
+    return true;
+  } catch (const UsageError&) {
+    throw;  // a mismatch of flags: retrying cannot help
+  } catch (const RuntimeError& e) {
+    logf("the ring of epoch %lld did not form (%s); meeting the other ranks again", (long long)ring.epoch, e.what());
+    comm_.reset();
+    return false;
+  }
+}
+
+// run() checkpoints what was rolled back to, then exits 1.
+void Trainer::give_up(const std::string& why) {
+  giving_up_ = true;
+  throw net::PeerLost(why);
+}
+
+void Trainer::reform(const std::string& lost) {
+  const double t0 = now_s();
+  const std::vector<int> before = state_members_;  // the last ring that fully formed
+  // The step in flight is given up: leave the ring (our peers hear that we leave), and hold
+  // on to what can be restored.
+  if (sync_) sync_state_ = sync_state_bytes();
+  sync_.reset();
+  reports_.reset();
+  comm_.reset();
+  progress_->finish();
+  // Under grad one step may be undone; under avg/diloco back to the last average. A step
+  // whose reports were not exchanged is undone too: its metrics record was never written.
+  int64_t newest = last_synced_ && exchanged_step_ == step_ ? step_ : snap_step_;
+  if (newest < 0) newest = step_;  // nothing happened since the ring formed
+  if (!lost.empty() && int(members_.size()) - 1 < o_.min_ranks) {
+    roll_back_to(newest);  // undoes an update cut short
+    give_up(lost);
+  }
+  if (!lost.empty()) logf("%s; the live ranks re-form the ring", lost.c_str());
+  else logf("a rank asks to join; the ring re-forms at step %lld", (long long)step_);
+  net::MemberState me;
+  me.epoch = state_epoch_;
+  me.members = state_members_;
+  me.step = newest;
+  me.oldest_step = snap_step_ >= 0 ? snap_step_ : step_;
+  net::Membership ring;
+  for (int attempt = 0;; ++attempt) {
+    ring = net::rendezvous(rendezvous_options(o_.connect_timeout_s), me);
+    if (!std::binary_search(ring.stateful.begin(), ring.stateful.end(), o_.rank))
+      logf("this rank's state is not the job's any more; the ring sends it");
+    else roll_back_to(ring.target_step);
+    me.step = me.oldest_step = step_;  // from here on, what holds is exactly step_
+    if (!std::binary_search(ring.stateful.begin(), ring.stateful.end(), o_.rank)) me.epoch = -1, me.members.clear();
+    if (int(ring.members.size()) < o_.min_ranks) {
+      give_up("only " + std::to_string(ring.members.size()) + " ranks are left, fewer than --min-ranks " +
+              std::to_string(o_.min_ranks));
+    }
+    if (open_ring(ring)) break;
+    if (attempt == 4) throw net::PeerLost("the ranks could not form a new ring after 5 attempts; restart every rank with --resume");
+  }
+  const double formed_s = now_s() - t0;
+  split_rows();
+  step_idx_.resize(size_t(global_tokens_));
+  step_tgt_.resize(size_t(global_tokens_));
+  // The new ring's sync mode, with the state that goes on (diloco's anchor) before it is shared.
+  sync_ = new_sync();
+  load_sync_state(sync_state_);
+  RunCounters c{step_, tokens_seen_, last_val_bpb_, last_eval_step_, step_start_loader_, sync_state_bytes()};
+  share_ring_state(*comm_, ring, o_.sync == SyncMode::Grad, model_->params(), *opt_, c);
+  step_ = c.step, tokens_seen_ = c.tokens_seen, last_val_bpb_ = c.val_bpb, last_eval_step_ = c.last_eval_step;
+  step_start_loader_ = c.loader;
+  loader_->restore(step_start_loader_);
+  load_sync_state(c.sync_state);
+  sync_->begin();
+  sync_state_.clear();
+  snap_step_ = -1;
+  last_synced_ = true;
+  exchanged_step_ = step_;
+  state_epoch_ = ring.epoch, state_members_ = ring.members;
+  check_replicas(*comm_, model_->params(), step_);
+  start_ring_duties();
+  write_membership_events(before, members_);
+  logf("ring of epoch %lld: %zu ranks (rank %d is member %d), going on from step %lld; formed in %.1f s, state shared in %.1f s",
+       (long long)ring.epoch, members_.size(), o_.rank, index_, (long long)step_, formed_s, now_s() - t0 - formed_s);
+}
+
+void Trainer::show_membership() {
+  std::vector<std::string> states(size_t(o_.world()), "lost");
+  for (int r : members_) states[size_t(r)] = "live";
+  status_.set_membership(epoch_, states);
+}
+
+void Trainer::start_ring_duties() {
+  show_membership();
+  // The lowest live rank writes the metrics and draws the progress; the file loses the
+  // records of steps that were undone.
+  metrics_.close();
+  if (index_ == 0 && !o_.metrics_path.empty()) metrics_.open(o_.metrics_path, step_);
+  report_setup_.rank = index_;
+  progress_ = std::make_unique<Progress>(o_.steps, o_.progress_bar && index_ == 0);
+  reports_ = std::make_unique<StepReports>(comm_.get(), *opt_, metrics_, *progress_, status_, report_setup_);
+}
+
+void Trainer::write_membership_events(const std::vector<int>& before, const std::vector<int>& after) {
+  const auto world = int64_t(after.size());
+  for (int r : before)
+    if (!std::binary_search(after.begin(), after.end(), r))
+      metrics_.write({{"step", step_}, {"event", "rank_lost"}, {"rank", r}, {"world", world}});
+  for (int r : after)
+    if (!std::binary_search(before.begin(), before.end(), r))
+      metrics_.write({{"step", step_}, {"event", "rank_joined"}, {"rank", r}, {"world", world}});
 }
 
 int Trainer::run() {
@@ -316,14 +692,17 @@ int Trainer::run() {
   install_stop_signals();
   data_ = load_dataset(o_.data_dir);
   cfg_ = o_.model_config(data_.vocab);
-  if (o_.metrics_path.empty() && o_.rank == 0) o_.metrics_path = (fs::path(o_.out_dir) / "metrics.jsonl").string();
+  // Elastic: any rank may become the lowest live one, which writes the metrics.
+  if (o_.metrics_path.empty() && (o_.rank == 0 || o_.elastic())) o_.metrics_path = (fs::path(o_.out_dir) / "metrics.jsonl").string();
   connect();
   build();
   resume_or_init();
-  if (o_.rank == 0) metrics_.open(o_.metrics_path, o_.resume ? step_ : -1);
+  if (index_ == 0) metrics_.open(o_.metrics_path, o_.resume || joining_ ? step_ : -1);
+  if (joining_) write_membership_events(joined_ring_.state_members, members_);
+  show_membership();
 
-  ReportSetup rs;
-  rs.rank = o_.rank;
+  ReportSetup& rs = report_setup_;
+  rs.rank = index_;
   rs.steps = o_.steps;
   rs.last_step = o_.stop_after >= 0 ? o_.stop_after : o_.steps;
   rs.global_tokens = global_tokens_;
@@ -333,10 +712,10 @@ int Trainer::run() {
        (long long)cfg_.n_layer, (long long)model::count_params(cfg_).total, (long long)rs.flops_per_token, data_.vocab,
        (long long)o_.seq_len, (long long)global_tokens_, (long long)accum_, (long long)o_.device_batch,
        (long long)o_.seq_len, omp_get_max_threads(), rs.peak_gflops);
-  progress_ = std::make_unique<Progress>(o_.steps, o_.progress_bar && o_.rank == 0);
+  progress_ = std::make_unique<Progress>(o_.steps, o_.progress_bar && index_ == 0);
   reports_ = std::make_unique<StepReports>(comm_.get(), *opt_, metrics_, *progress_, status_, rs);
 
-  if (step_ == 0 && !o_.resume) evaluate_and_log();
+  if (step_ == 0 && !o_.resume && !joining_) evaluate_and_log();
   bool stopping = false;
   try {
     stopping = train(rs.last_step);

@@ -20,6 +20,7 @@
 #include "ringtrain/train/checkpoint.hpp"
 #include "readme_messages.hpp"
 #include "train_fixture.hpp"
+#include "train_ranks.hpp"
 
 namespace fs = std::filesystem;
 using nettest::Proc;
@@ -27,52 +28,12 @@ using nettest::Proc;
 namespace {
 
 using traintest::run_dir;
-
-std::vector<std::string> base_args(const std::string& out, std::vector<std::string> more) {
-  more.insert(more.begin(), {"--out", run_dir(out)});
-  return traintest::train_argv(more);
-}
-
-// --peer-timeout of these tests: a lost rank must be reported within it plus a small margin.
-constexpr double kPeerTimeout = 5, kMargin = 5;
-
-// Starts one process per rank; batches[r] is rank r's --device-batch (0: auto).
-std::vector<Proc> start_ranks(const std::string& out, const std::vector<int>& batches, int port,
-                              const std::vector<std::string>& more, double peer_timeout = kPeerTimeout) {
-  const std::string peers = nettest::loopback_peers(int(batches.size()), port);
-  std::vector<Proc> procs;
-  for (size_t r = 0; r < batches.size(); ++r) {
-    std::vector<std::string> m = more;
-    // With the job key: the training path runs over encrypted, authenticated connections.
-    m.insert(m.end(), {"--rank", std::to_string(r), "--peers", peers, "--device-batch", batches[r] ? std::to_string(batches[r]) : "auto",
-                       "--peer-timeout", std::to_string(peer_timeout), "--connect-timeout", "60", "--key", nettest::key_file()});
-    procs.push_back(nettest::spawn(base_args(out, m), out + "-r" + std::to_string(r)));
-  }
-  return procs;
-}
-
-void require_all_ok(std::vector<Proc>& procs) {
-  for (auto& p : procs) BOOST_REQUIRE_MESSAGE(p.exit_code == 0, "exit " << p.exit_code << ": " << p.err());
-}
+using namespace traintest;
 
 void check_close(const std::vector<double>& a, const std::vector<double>& b, double rel) {
   BOOST_REQUIRE_EQUAL(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
     BOOST_TEST(std::abs(a[i] - b[i]) <= rel * std::abs(a[i]), "step " << i + 1 << ": " << a[i] << " vs " << b[i]);
-}
-
-// Waits until the metrics file has at least n step records (or the deadline passes).
-bool wait_for_steps(const std::string& metrics, size_t n, double deadline_s) {
-  return nettest::wait_until([&] { return fs::exists(metrics) && traintest::losses(metrics).size() >= n; }, deadline_s);
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-int newest_step(const std::string& run, int rank) {
-  auto steps = rt::train::checkpoint_steps(run, rank);
-  return steps.empty() ? -1 : int(steps.back());
 }
 
 const std::vector<std::string> kSteps = {"--steps", "20", "--eval-every", "10"};
@@ -261,7 +222,8 @@ BOOST_AUTO_TEST_CASE(sigterm_on_one_rank_stops_the_job_cleanly) {
 
 BOOST_AUTO_TEST_CASE(killed_rank_stops_the_others_with_a_checkpoint) {
   const int port = nettest::port_base(1) + 3;
-  const std::vector<std::string> long_run = {"--steps", "5000", "--eval-every", "0", "--save-every", "2"};
+  // --min-ranks 3: one lost rank leaves too few to go on (without it the others would).
+  const std::vector<std::string> long_run = {"--steps", "5000", "--eval-every", "0", "--save-every", "2", "--min-ranks", "3"};
   auto ranks = start_ranks("kill", {2, 2, 2}, port, long_run);
   BOOST_REQUIRE(wait_for_steps(run_dir("kill") + "/metrics.jsonl", 4, 120));
   ::kill(ranks[1].pid, SIGKILL);
@@ -288,7 +250,7 @@ BOOST_AUTO_TEST_CASE(killed_rank_stops_the_others_with_a_checkpoint) {
   }
   // Restarting every rank with --resume continues from the newest step all of them have.
   std::vector<std::string> resume = {"--steps", "5000", "--eval-every", "0", "--save-every", "2", "--resume",
-                                     "--stop-after", std::to_string(lost_at + 3)};
+                                     "--stop-after", std::to_string(lost_at + 3), "--min-ranks", "3"};
   auto again = start_ranks("kill", {2, 2, 2}, port, resume);
   nettest::wait_all(again, 120);
   require_all_ok(again);
@@ -299,7 +261,7 @@ BOOST_AUTO_TEST_CASE(killed_rank_stops_the_others_with_a_checkpoint) {
 BOOST_AUTO_TEST_CASE(silent_rank_is_declared_lost_after_the_peer_timeout) {
   // SIGSTOP: the process and its connections stay, but it says nothing (a hung host).
   const int port = nettest::port_base(2) + 4;
-  auto ranks = start_ranks("silent", {2, 2}, port, {"--steps", "5000", "--eval-every", "0"});
+  auto ranks = start_ranks("silent", {2, 2}, port, {"--steps", "5000", "--eval-every", "0", "--min-ranks", "2"});
   BOOST_REQUIRE(wait_for_steps(run_dir("silent") + "/metrics.jsonl", 2, 120));
   ::kill(ranks[1].pid, SIGSTOP);
   const auto t0 = std::chrono::steady_clock::now();

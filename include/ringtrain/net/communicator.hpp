@@ -89,6 +89,11 @@ struct CommOptions {
   // allowed only when every peer is on loopback, or with `insecure` (logs a warning).
   std::optional<JobKey> key;
   bool insecure = false;
+  // A lobby: a one-rank communicator (peers = this rank's own address, rank 0) that holds
+  // the port and answers service requests while an elastic job re-forms its ring, and
+  // ignores handshakes instead of refusing them (their senders resend until a ring
+  // answers).
+  bool listen_only = false;
   // Where the communicator reports refused connections, ignored handshakes and the
   // --insecure warning (one line each, no newline). Default: stderr.
   std::function<void(const std::string& line)> log;

@@ -7,6 +7,7 @@
 // muon_matrices() let each rank update only its share before the parameters are gathered.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -73,6 +74,20 @@ class MuonAdamW {
   std::vector<char> save_state() const;
   void load_state(std::span<const char> bytes);
 
+  // For elastic training (optim_state.cpp). A copy of every buffer and counter, taken
+  // before an update so that a step cut short by a lost rank can be undone; its buffers are
+  // reused from one step to the next.
+  struct Snapshot;
+  void take_snapshot(Snapshot& out) const;
+  void restore_snapshot(const Snapshot& in);
+  // Every state buffer, to send between ranks: muon is the index into muon_matrices() of
+  // the buffer's matrix, or -1 for AdamW's.
+  void for_each_buffer(const std::function<void(int muon, float* data, size_t count)>& f);
+  // AdamW's step counters, one per AdamW tensor in ParamSet order.
+  std::vector<int64_t> adamw_steps() const;
+  // Throws rt::UsageError on a wrong count or a negative step.
+  void set_adamw_steps(const std::vector<int64_t>& steps);
+
  private:
   struct AdamWState {
     std::vector<float> exp_avg, exp_avg_sq;
@@ -92,6 +107,12 @@ class MuonAdamW {
   std::vector<MuonMatrix> muon_;
   std::vector<MuonState> muon_state_;     // per muon_ entry
   std::vector<MuonWorkspace> workspaces_;  // one per OpenMP thread
+
+ public:
+  struct Snapshot {
+    std::vector<AdamWState> adamw;
+    std::vector<MuonState> muon;
+  };
 };
 
 }  // namespace rt::optim

@@ -18,6 +18,8 @@ class MetricsWriter {
   void open(const std::string& path, int64_t resume_step);
   ~MetricsWriter();
   bool is_open() const { return f_ != nullptr; }
+  // Stops writing (the file stays); open() may be called again.
+  void close();
   void write(const nlohmann::json& record);
 
  private:

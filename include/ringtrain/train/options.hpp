@@ -49,6 +49,8 @@ struct TrainOptions {
   float outer_momentum = 0.9f;
   net::Wire wire = net::Wire::F32;
   std::string job_id = "ringtrain";
+  // Elastic training (--sync grad): the job goes on while at least this many ranks live.
+  int min_ranks = 1;
   double connect_timeout_s = 120;
   double peer_timeout_s = net::kDefaultPeerTimeoutS;
   double stall_timeout_s = net::kDefaultStallTimeoutS;  // no progress in a collective: fail
@@ -59,6 +61,9 @@ struct TrainOptions {
 
   int world() const { return peers.empty() ? 1 : int(peers.size()); }
   bool distributed() const { return world() > 1; }
+  // A lost rank does not stop the job, and a restarted one rejoins (not with --sync-overlap,
+  // whose average in flight cannot be taken back).
+  bool elastic() const { return distributed() && !sync_overlap; }
   model::ModelConfig model_config(int64_t vocab_size) const;
   // Flags that must agree on every rank, as "key=value" lines, checked at the handshake
   // (per-rank flags such as --threads and --device-batch are left out on purpose).

@@ -32,11 +32,17 @@ struct StepReport {
 class JobStatus {
  public:
   void set(nlohmann::json s);
+  // Elastic training: the ring's epoch and each original rank's state ("live", "lost",
+  // "joining"), shown as "members" and "epoch".
+  void set_membership(int64_t epoch, const std::vector<std::string>& states);
+  void set_rank_state(int rank, const std::string& state);
   std::string text() const;
 
  private:
   mutable std::mutex mu_;
   nlohmann::json status_ = nlohmann::json::object();
+  int64_t epoch_ = 0;
+  std::vector<std::string> rank_states_;
 };
 
 // Fixed facts the records are made of.

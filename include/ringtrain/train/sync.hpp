@@ -35,6 +35,12 @@ struct SyncContext {
   std::vector<int64_t> rank_batch;  // --device-batch of every rank
   int64_t accum = 1;                // micro-steps per optimizer step
   int64_t global_tokens = 0;        // tokens per optimizer step over all ranks
+  // Tokens per optimizer step of this rank (accum full micro-steps, unless an elastic ring
+  // of fewer ranks gives it a last micro-step of fewer rows).
+  int64_t rank_tokens = 0;
+  // Multiplier of the mean loss of a full micro-step (--device-batch rows) for a gradient
+  // that is the mean over `tokens` tokens.
+  float full_micro_step_scale(int64_t tokens) const;
 };
 
 // Where a step stands once its update is done.
@@ -72,6 +78,10 @@ class Sync {
   // Whether every rank holds the same parameters after every step (then checked bit for
   // bit at each evaluation).
   virtual bool replicas_identical() const { return false; }
+  // Whether the replicas (parameters and this mode's state) are the same on every rank after
+  // this step: every step unless the ranks run free between averages. Elastic training goes
+  // back to such a step when a rank is lost.
+  virtual bool synced_after(const StepPlan&) const { return true; }
 
   // The mode's own state in a checkpoint (e.g. diloco's anchor); none by default.
   virtual void save_state(io::StateWriter&) const {}

@@ -7,9 +7,7 @@ namespace rt::train {
 namespace {
 // This rank's share of the average: its tokens per step over all ranks' (uneven
 // --device-batch counts as one big batch).
-double token_weight(const SyncContext& ctx) {
-  return double(ctx.options->device_batch * ctx.accum * ctx.options->seq_len) / double(ctx.global_tokens);
-}
+double token_weight(const SyncContext& ctx) { return double(ctx.rank_tokens) / double(ctx.global_tokens); }
 bool diloco(const SyncContext& ctx) { return ctx.options->sync == SyncMode::Diloco; }
 // Parameter-sized buffers of ParamSync: the all-reduce buffer, diloco's anchor and outer
 // momentum, and with int8 the common point (diloco's anchor doubles as it) and the error.
@@ -23,7 +21,7 @@ AverageSync::AverageSync(const SyncContext& ctx)
     : opt_(*ctx.opt),
       average_(*ctx.comm, ctx.options->wire, ctx.model->params(), token_weight(ctx),
                diloco(ctx) ? ctx.options->outer_lr : 1.0f, diloco(ctx) ? ctx.options->outer_momentum : 0.0f),
-      every_(ctx.options->sync_every), loss_scale_(float(1.0 / double(ctx.accum))),
+      every_(ctx.options->sync_every), loss_scale_(ctx.full_micro_step_scale(ctx.rank_tokens)),
       param_bytes_(double(ctx.model->params().size()) * sizeof(float)), buffers_(parameter_buffers(ctx)),
       comm_(*ctx.comm), params_(ctx.model->params()) {}
 

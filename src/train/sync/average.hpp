@@ -18,6 +18,7 @@ class AverageSync : public Sync {
   void optimizer_step(int64_t it) override { opt_.step(it); }
   void step_done(const StepPlan& plan) override;
   bool report_now(const StepPlan& plan) const override { return averages_at(plan) || plan.eval || plan.last; }
+  bool synced_after(const StepPlan& plan) const override { return averages_at(plan); }
   void save_state(io::StateWriter& out) const override { average_.save_state(out, kComponent); }
   void load_state(const io::StateReader& in) override { average_.load_state(in, kComponent); }
   double extra_bytes() const override;

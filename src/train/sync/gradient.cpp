@@ -75,7 +75,7 @@ std::vector<GradTable> embedding_tables(model::ParamSet& params) {
 GradientSync::GradientSync(const SyncContext& ctx)
     : comm_(*ctx.comm), params_(ctx.model->params()), opt_(*ctx.opt), wire_(ctx.options->wire),
       rank_(ctx.comm->rank()), world_(ctx.comm->world()),
-      loss_scale_(float(double(ctx.options->device_batch * ctx.options->seq_len) / double(ctx.global_tokens))),
+      loss_scale_(ctx.full_micro_step_scale(ctx.global_tokens)),
       shards_(assign_muon_shards(ctx.opt->muon_matrices(), ctx.model->params(), ctx.comm->world())),
       rows_(*ctx.comm, ctx.options->wire, embedding_tables(ctx.model->params()), ctx.model->config().vocab_size),
       model_(*ctx.model) {

@@ -7,7 +7,8 @@ namespace {
 
 class SingleProcessSync final : public Sync {
  public:
-  explicit SingleProcessSync(const SyncContext& ctx) : opt_(*ctx.opt), scale_(float(1.0 / double(ctx.accum))) {}
+  explicit SingleProcessSync(const SyncContext& ctx)
+      : opt_(*ctx.opt), scale_(ctx.full_micro_step_scale(ctx.rank_tokens)) {}
   float loss_scale() const override { return scale_; }
   void optimizer_step(int64_t it) override { opt_.step(it); }
   bool replicas_identical() const override { return true; }

@@ -1,0 +1,87 @@
+// How the ranks of an elastic job agree on a new ring after a rank was lost or asked to
+// join, on the same one port per rank.
+//
+// Every rank that leaves a ring (or starts while the job runs) opens a lobby on its port: a
+// listen-only communicator (CommOptions::listen_only) that answers the requests below. It
+// asks every other rank where it stands, repeatedly and in parallel:
+//   - a rank whose port refuses connections is gone; one that does not answer at all is
+//     gone once it has been silent for the peer timeout (a slow rank is never dropped
+//     sooner, or two lobbies could each form a ring without the other);
+//   - a rank running a ring of a newer epoch than ours means we were dropped: we ask it to
+//     let us join (it leaves its ring at the end of its step and comes to the lobby);
+//   - a rank still running our ring will notice the loss soon: we wait for it.
+// The lowest rank in a lobby coordinates. The others check in with it, telling the epoch of
+// their last ring, its ranks and the steps they can restore. Once every rank that answers
+// is in a lobby and has checked in, it decides the new ring (epoch = newest seen + 1) and the
+// step all of them go on from, hands the decision out, and everyone closes its lobby and
+// makes the ring's communicator, with the epoch in the job id: the handshake refuses any
+// process of another epoch, and messages of an old ring never match the new job hash.
+//
+// Every request and answer is one line of text, parsed as hostile: counts, ranks, epochs
+// and steps are checked before use.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ringtrain/net/communicator.hpp"
+
+namespace rt::net {
+
+// Where a process stands when it enters a rendezvous.
+struct MemberState {
+  int64_t epoch = -1;        // the epoch of the ring it was in; -1: none (it has no state)
+  std::vector<int> members;  // the ranks of that ring, ascending
+  int64_t step = 0;          // steps it has completed
+  int64_t oldest_step = 0;   // the oldest step it can go back to (step or step - 1)
+};
+
+// The coordinator's decision.
+struct Membership {
+  int64_t epoch = 0;
+  std::vector<int> members;        // the new ring's ranks (original numbers), ascending
+  int64_t state_epoch = -1;        // the ring whose state goes on (-1: none, a fresh start)
+  std::vector<int> state_members;  // that ring's ranks
+  std::vector<int> stateful;       // members that hold that state at target_step
+  int64_t target_step = 0;         // the step every member goes on from
+  // The index of original rank r in members, or -1.
+  int index_of(int rank) const;
+};
+
+struct RendezvousOptions {
+  int rank = 0;
+  std::vector<PeerAddress> peers;  // every original rank's address
+  std::string job_id;
+  std::optional<JobKey> key;
+  bool insecure = false;
+  double timeout_s = 120;       // no decision within this: RuntimeError
+  double probe_timeout_s = 2;   // how long one status request waits for its answer
+  // A rank that answers nothing for this long is gone (one whose port refuses connections
+  // is gone at once): the job's --peer-timeout.
+  double silent_timeout_s = 30;
+  std::function<void(const std::string&)> log;
+  // Answers the requests that are not about membership (status, stop) while in the lobby.
+  ServiceHandler other_requests;
+};
+
+// The job id of the ring of `epoch` (epoch 0 is the job id itself).
+std::string ring_job_id(const std::string& job_id, int64_t epoch);
+
+// Runs a rendezvous from `mine`; returns the decision, which includes this rank.
+Membership rendezvous(const RendezvousOptions& options, const MemberState& mine);
+
+// What a running ring answers to membership requests. When a rank that is not a member
+// (is_member says) asks to join, wants_to_join(rank) is called: the ring then leaves for the
+// lobby at the end of its step. Returns nullopt for requests that are not about membership.
+std::optional<std::string> answer_while_running(const std::string& request, int64_t epoch, int world,
+                                                const std::function<bool(int rank)>& is_member,
+                                                const std::function<void(int rank)>& wants_to_join);
+
+// Asks every other rank whether the job runs (a restarted process uses it to rejoin
+// instead of starting a new job). True when some rank answers that it runs a ring or is in
+// a lobby.
+bool job_is_running(const RendezvousOptions& options);
+
+}  // namespace rt::net

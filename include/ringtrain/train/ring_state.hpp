@@ -1,0 +1,35 @@
+// What the members of a newly formed ring send each other so that every replica is the
+// same, bit for bit, before the first step (elastic training; net/rendezvous.hpp decides
+// the ring and which members hold the state).
+#pragma once
+#include <cstdint>
+
+#include "ringtrain/data/loader.hpp"
+#include "ringtrain/model/params.hpp"
+#include "ringtrain/net/communicator.hpp"
+#include "ringtrain/net/rendezvous.hpp"
+#include "ringtrain/optim/muon_adamw.hpp"
+
+namespace rt::train {
+
+// The run's own numbers that go with the parameters.
+struct RunCounters {
+  int64_t step = 0;
+  double tokens_seen = 0;
+  double val_bpb = -1;
+  int64_t last_eval_step = -1;
+  data::LoaderState loader;  // the position after `step` steps
+  std::string sync_state;    // the sync mode's state (e.g. diloco's anchor), as state-file bytes
+};
+
+// Every member ends with the state of ring.target_step: the parameters, AdamW's buffers, the
+// counters and the sync state come from the lowest stateful member. With muon_sharded
+// (--sync grad) each Muon matrix's buffers come from the member that owned (updated) it in
+// the ring the state comes from, or are zero when that rank is gone (its momentum restarts);
+// otherwise every rank ran all of Muon and they come from the lowest stateful member too.
+// Does nothing when no member has state (a fresh start: every rank initialised the same
+// parameters from the seed). Collective: every member calls it.
+void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool muon_sharded,
+                      model::ParamSet& params, optim::MuonAdamW& opt, RunCounters& counters);
+
+}  // namespace rt::train

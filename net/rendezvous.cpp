@@ -1,0 +1,389 @@
+// The rendezvous of an elastic job: see rendezvous.hpp for the protocol.
+#include "ringtrain/net/rendezvous.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace rt::net {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kMaxEpoch = int64_t(1) << 40;
+constexpr int64_t kMaxStep = int64_t(1) << 50;
+constexpr size_t kMaxWords = 16;
+// How long the coordinator keeps its lobby open for members to fetch the decision.
+constexpr double kHandOutS = 5;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) {
+    if (out.size() == kMaxWords) return {};
+    out.push_back(w);
+  }
+  return out;
+}
+
+bool parse_int(const std::string& s, int64_t lo, int64_t hi, int64_t& out) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
+
+std::string list_text(const std::vector<int>& v) {
+  if (v.empty()) return "-";
+  std::string s;
+  for (int r : v) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s;
+}
+
+// "-" or "a,b,c": distinct ascending ranks below world.
+std::optional<std::vector<int>> parse_list(const std::string& s, int world) {
+  std::vector<int> out;
+  if (s == "-") return out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t comma = s.find(',', at);
+    if (comma == std::string::npos) comma = s.size();
+    int64_t r;
+    if (!parse_int(s.substr(at, comma - at), 0, world - 1, r)) return std::nullopt;
+    if (!out.empty() && r <= out.back()) return std::nullopt;
+    out.push_back(int(r));
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string encode_go(const Membership& m) {
+  return "elastic go " + std::to_string(m.epoch) + " " + list_text(m.members) + " " + std::to_string(m.state_epoch) +
+         " " + list_text(m.state_members) + " " + list_text(m.stateful) + " " + std::to_string(m.target_step);
+}
+
+std::optional<Membership> decode_go(const std::vector<std::string>& w, int world) {
+  if (w.size() != 8 || w[0] != "elastic" || w[1] != "go") return std::nullopt;
+  Membership m;
+  if (!parse_int(w[2], 1, kMaxEpoch, m.epoch) || !parse_int(w[4], -1, kMaxEpoch, m.state_epoch) ||
+      !parse_int(w[7], 0, kMaxStep, m.target_step))
+    return std::nullopt;
+  auto members = parse_list(w[3], world), state_members = parse_list(w[5], world), stateful = parse_list(w[6], world);
+  if (!members || members->empty() || !state_members || !stateful) return std::nullopt;
+  m.members = *members, m.state_members = *state_members, m.stateful = *stateful;
+  for (int r : m.stateful)
+    if (m.index_of(r) < 0) return std::nullopt;
+  return m;
+}
+
+std::string encode_checkin(int rank, const MemberState& s) {
+  return "elastic checkin " + std::to_string(rank) + " " + std::to_string(s.epoch) + " " + std::to_string(s.step) + " " +
+         std::to_string(s.oldest_step) + " " + list_text(s.members);
+}
+
+// The new ring from what every rank in the lobby said (the coordinator's own state included).
+Membership decide(const std::map<int, MemberState>& states) {
+  Membership m;
+  int64_t newest = -1;
+  for (const auto& [r, s] : states) {
+    m.members.push_back(r);
+    newest = std::max(newest, s.epoch);
+  }
+  m.epoch = std::max<int64_t>(newest, 0) + 1;
+  m.state_epoch = newest;
+  if (newest < 0) return m;  // nobody has state: a fresh start
+  int64_t target = kMaxStep;
+  for (const auto& [r, s] : states)
+    if (s.epoch == newest) target = std::min(target, s.step), m.state_members = s.members;
+  m.target_step = target;
+  for (const auto& [r, s] : states)
+    if (s.epoch == newest && s.oldest_step <= target) m.stateful.push_back(r);
+  return m;
+}
+
+// What this process knows of another rank, from its answers to "elastic status". A rank
+// that does not answer is Unsure until it is certainly gone: nothing listens on its port
+// (twice in a row), or it has been silent for the peer timeout. A slow rank is never taken
+// for a gone one sooner: two lobbies that each thought the other gone would form two rings.
+struct PeerView {
+  enum Seen { Unsure, Absent, Other, Running, Lobby } seen = Unsure;
+  int64_t epoch = -1;
+};
+
+// True when a TCP connection to the address is refused: no process listens there.
+bool nothing_listens(const PeerAddress& a) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(a.host.c_str(), std::to_string(a.port).c_str(), &hints, &res) != 0 || !res) return false;
+  bool refused = false;
+  const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    int rc = connect(fd, res->ai_addr, res->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      if (poll(&p, 1, 500) == 1) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        refused = err == ECONNREFUSED;
+      }
+    } else if (rc != 0) {
+      refused = errno == ECONNREFUSED;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return refused;
+}
+
+PeerView parse_status(const std::string& answer) {
+  auto w = words(answer);
+  PeerView v;
+  v.seen = PeerView::Other;
+  if (w.size() != 3 || w[0] != "elastic" || !parse_int(w[2], -1, kMaxEpoch, v.epoch)) return v;
+  if (w[1] == "running") v.seen = PeerView::Running;
+  if (w[1] == "lobby") v.seen = PeerView::Lobby;
+  return v;
+}
+
+// The lobby's shared state: the handler runs on the lobby communicator's thread.
+class Lobby {
+ public:
+  Lobby(int me, int world, const MemberState& mine, ServiceHandler other)
+      : me_(me), world_(world), mine_(mine), other_(std::move(other)) {}
+
+  std::string answer(const std::string& request) {
+    const auto w = words(request);
+    if (w.empty() || w[0] != "elastic") {
+      if (other_) return other_(request);
+      return "error: the job is re-forming its ring; ask again in a few seconds";
+    }
+    if (w.size() == 2 && w[1] == "status") return "elastic lobby " + std::to_string(mine_.epoch);
+    if (w.size() == 3 && w[1] == "join") return "elastic wait";
+    if (w.size() == 7 && w[1] == "checkin") return checkin(w);
+    return "error: unknown elastic request";
+  }
+
+  // Called by the coordinator: decides once every rank in `present` has checked in.
+  bool try_decide(const std::vector<int>& present) {
+    std::lock_guard lk(mu_);
+    if (decision_) return true;
+    std::map<int, MemberState> states{{me_, mine_}};
+    for (int p : present) {
+      if (p == me_) continue;
+      auto it = checkins_.find(p);
+      if (it == checkins_.end()) return false;
+      states[p] = it->second;
+    }
+    decision_ = decide(states);
+    decided_at_ = Clock::now();
+    fetched_.assign(size_t(world_), false);
+    fetched_[size_t(me_)] = true;
+    return true;
+  }
+  // The decision once every member fetched it (or the hand-out time passed).
+  std::optional<Membership> handed_out() {
+    std::lock_guard lk(mu_);
+    if (!decision_) return std::nullopt;
+    bool all = true;
+    for (int r : decision_->members) all = all && fetched_[size_t(r)];
+    if (all || seconds_since(decided_at_) > kHandOutS) return decision_;
+    return std::nullopt;
+  }
+
+ private:
+  std::string checkin(const std::vector<std::string>& w) {
+    int64_t rank, epoch, step, oldest;
+    if (!parse_int(w[2], 0, world_ - 1, rank) || rank == me_ || !parse_int(w[3], -1, kMaxEpoch, epoch) ||
+        !parse_int(w[4], 0, kMaxStep, step) || !parse_int(w[5], 0, step, oldest))
+      return "error: malformed checkin";
+    auto members = parse_list(w[6], world_);
+    if (!members || (epoch >= 0 && !std::binary_search(members->begin(), members->end(), int(rank))))
+      return "error: malformed checkin";
+    std::lock_guard lk(mu_);
+    if (decision_) {
+      if (decision_->index_of(int(rank)) < 0) return "elastic later";
+      fetched_[size_t(rank)] = true;
+      return encode_go(*decision_);
+    }
+    checkins_[int(rank)] = MemberState{epoch, *members, step, oldest};
+    return "elastic wait";
+  }
+
+  const int me_, world_;
+  const MemberState mine_;
+  const ServiceHandler other_;
+  std::mutex mu_;
+  std::map<int, MemberState> checkins_;
+  std::optional<Membership> decision_;
+  Clock::time_point decided_at_;
+  std::vector<bool> fetched_;
+};
+
+// Asks every other rank "elastic status" again and again on its own thread.
+class Probes {
+ public:
+  explicit Probes(const RendezvousOptions& o) : o_(o), views_(o.peers.size()), start_(Clock::now()) {
+    for (int p = 0; p < int(o.peers.size()); ++p)
+      if (p != o.rank) threads_.emplace_back([this, p] { run(p); });
+  }
+  ~Probes() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+  std::vector<PeerView> views() {
+    std::lock_guard lk(mu_);
+    return views_;
+  }
+
+ private:
+  void run(int p) {
+    auto last_answer = start_;
+    int refusals = 0;
+    while (!stop_) {
+      PeerView v;
+      try {
+        v = parse_status(request(o_.peers[size_t(p)].text(), "elastic status", o_.probe_timeout_s, o_.key));
+        last_answer = Clock::now(), refusals = 0;
+      } catch (const std::exception&) {
+        refusals = nothing_listens(o_.peers[size_t(p)]) ? refusals + 1 : 0;
+        if (refusals >= 2 || seconds_since(last_answer) >= o_.silent_timeout_s) v.seen = PeerView::Absent;
+      }
+      {
+        std::lock_guard lk(mu_);
+        views_[size_t(p)] = v;
+      }
+      for (int i = 0; i < 4 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  const RendezvousOptions& o_;
+  std::mutex mu_;
+  std::vector<PeerView> views_;
+  const Clock::time_point start_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+std::optional<std::string> ask(const RendezvousOptions& o, int p, const std::string& text) {
+  try {
+    return request(o.peers[size_t(p)].text(), text, o.probe_timeout_s, o.key);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+int Membership::index_of(int rank) const {
+  auto it = std::lower_bound(members.begin(), members.end(), rank);
+  return it != members.end() && *it == rank ? int(it - members.begin()) : -1;
+}
+
+std::string ring_job_id(const std::string& job_id, int64_t epoch) {
+  return epoch == 0 ? job_id : job_id + "#ring" + std::to_string(epoch);
+}
+
+Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
+  const int world = int(o.peers.size());
+  Lobby lobby(o.rank, world, mine, o.other_requests);
+  CommOptions co;
+  co.rank = 0;
+  co.peers = {o.peers[size_t(o.rank)]};
+  co.job_id = o.job_id + "#lobby";
+  co.key = o.key;
+  co.insecure = o.insecure;
+  co.log = o.log;
+  co.listen_only = true;
+  co.service_handler = [&lobby](const std::string& req) { return lobby.answer(req); };
+  Communicator listener(std::move(co));
+  Probes probes(o);
+  const auto start = Clock::now();
+  auto last_join_ask = Clock::time_point{};
+  while (true) {
+    if (seconds_since(start) > o.timeout_s)
+      throw RuntimeError("the ranks did not agree on a new ring within " + std::to_string(int(o.timeout_s)) +
+                         " s; check that every live rank can reach the others' ports");
+    const auto views = probes.views();
+    bool unsure = false, newer_running = false, running = false;
+    std::vector<int> present{o.rank};
+    for (int p = 0; p < world; ++p) {
+      if (p == o.rank) continue;
+      const auto& v = views[size_t(p)];
+      // Other: it answers, but is neither in a ring nor in a lobby (e.g. it is making a ring's
+      // communicator): wait until it says where it stands.
+      unsure = unsure || v.seen == PeerView::Unsure || v.seen == PeerView::Other;
+      if (v.seen == PeerView::Running) (v.epoch > mine.epoch ? newer_running : running) = true;
+      if (v.seen == PeerView::Lobby) present.push_back(p);
+    }
+    std::sort(present.begin(), present.end());
+    if (newer_running) {
+      // A ring runs without us: ask it (once a second) to take us in; it comes to the lobby.
+      if (seconds_since(last_join_ask) > 1) {
+        for (int p = 0; p < world; ++p)
+          if (views[size_t(p)].seen == PeerView::Running) ask(o, p, "elastic join " + std::to_string(o.rank));
+        last_join_ask = Clock::now();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    if (present.front() != o.rank) {
+      if (auto reply = ask(o, present.front(), encode_checkin(o.rank, mine))) {
+        auto m = decode_go(words(*reply), world);
+        if (m && m->index_of(o.rank) >= 0) return *m;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    // The coordinator: decide once every rank is in a lobby or certainly gone (nobody still
+    // runs our old ring, nobody is merely slow to answer), then hand the decision out.
+    if (!running && !unsure) lobby.try_decide(present);
+    if (auto m = lobby.handed_out()) return *m;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+std::optional<std::string> answer_while_running(const std::string& request, int64_t epoch, int world,
+                                                const std::function<bool(int rank)>& is_member,
+                                                const std::function<void(int rank)>& wants_to_join) {
+  const auto w = words(request);
+  if (w.empty() || w[0] != "elastic") return std::nullopt;
+  if (w.size() == 2 && w[1] == "status") return "elastic running " + std::to_string(epoch);
+  int64_t rank;
+  if (w.size() == 3 && w[1] == "join" && parse_int(w[2], 0, world - 1, rank)) {
+    // A member's request arrived late (it asked again while the ring formed): nothing to do.
+    if (!is_member(int(rank))) wants_to_join(int(rank));
+    return "elastic ok";
+  }
+  return "elastic notcoord";
+}
+
+bool job_is_running(const RendezvousOptions& o) {
+  std::vector<std::thread> threads;
+  std::atomic<bool> running{false};
+  for (int p = 0; p < int(o.peers.size()); ++p)
+    if (p != o.rank)
+      threads.emplace_back([&, p] {
+        if (auto reply = ask(o, p, "elastic status")) {
+          auto v = parse_status(*reply);
+          if (v.seen == PeerView::Running || v.seen == PeerView::Lobby) running = true;
+        }
+      });
+  for (auto& t : threads) t.join();
+  return running;
+}
+
+}  // namespace rt::net

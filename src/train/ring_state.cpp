@@ -1,0 +1,92 @@
+#include "ringtrain/train/ring_state.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ringtrain/errors.hpp"
+#include "ringtrain/io/state_file.hpp"
+#include "ringtrain/train/muon_shards.hpp"
+
+namespace rt::train {
+namespace {
+
+constexpr const char* kComponent = "run";
+// The counters and the loader position are small (the loader keeps ~1000 buffered pieces);
+// the sync state is at most a few parameter-sized buffers.
+size_t max_counter_bytes(const model::ParamSet& params) { return (size_t(16) << 20) + 4 * sizeof(float) * size_t(params.size()); }
+
+// Per Muon matrix, the new ring's index of the member that holds its buffers, or -1.
+std::vector<int> muon_sources(const net::Membership& ring, bool sharded, const model::ParamSet& params,
+                              const optim::MuonAdamW& opt) {
+  std::vector<int> source(opt.muon_matrices().size(), -1);
+  if (!sharded) std::fill(source.begin(), source.end(), ring.index_of(ring.stateful.front()));
+  if (!sharded || ring.state_members.empty()) return source;
+  const auto shards = assign_muon_shards(opt.muon_matrices(), params, int(ring.state_members.size()));
+  for (size_t i = 0; i < shards.owned.size(); ++i) {
+    const int rank = ring.state_members[i];
+    const bool has = std::binary_search(ring.stateful.begin(), ring.stateful.end(), rank);
+    for (int k : shards.owned[i]) source[size_t(k)] = has ? ring.index_of(rank) : -1;
+  }
+  return source;
+}
+
+std::string encode_counters(const RunCounters& c, const optim::MuonAdamW& opt) {
+  io::StateWriter w;
+  auto& s = w.scalars(kComponent);
+  s["step"] = c.step;
+  s["tokens_seen"] = c.tokens_seen;
+  s["val_bpb"] = c.val_bpb;
+  s["last_eval_step"] = c.last_eval_step;
+  w.int64s(std::string(kComponent) + ".adamw_steps", opt.adamw_steps());
+  c.loader.save(w);
+  // The counters' state file, after its length (8 bytes, little-endian), then the sync state.
+  const std::string head = w.bytes();
+  const uint64_t n = head.size();
+  return std::string(reinterpret_cast<const char*>(&n), sizeof n) + head + c.sync_state;
+}
+
+void decode_counters(const std::string& bytes, const std::string& what, RunCounters& c, optim::MuonAdamW& opt) {
+  uint64_t n = 0;
+  if (bytes.size() < sizeof n) throw RuntimeError(what + " is too short; every rank must run the same ringtrain build");
+  std::memcpy(&n, bytes.data(), sizeof n);
+  if (n > bytes.size() - sizeof n) throw RuntimeError(what + " is shorter than it says; every rank must run the same ringtrain build");
+  const auto r = io::StateReader::parse(bytes.substr(sizeof n, n), what);
+  RunCounters in;
+  in.sync_state = bytes.substr(sizeof n + n);
+  in.step = r.integer(kComponent, "step");
+  in.tokens_seen = r.number(kComponent, "tokens_seen");
+  in.val_bpb = r.number(kComponent, "val_bpb");
+  in.last_eval_step = r.integer(kComponent, "last_eval_step");
+  if (in.step < 0 || !std::isfinite(in.tokens_seen) || in.tokens_seen < 0 || !std::isfinite(in.val_bpb) ||
+      in.last_eval_step < -1 || in.last_eval_step > in.step)
+    throw RuntimeError(what + " holds impossible counters; every rank must run the same ringtrain build");
+  in.loader = data::LoaderState::load(r);
+  opt.set_adamw_steps(r.int64s(std::string(kComponent) + ".adamw_steps"));
+  c = std::move(in);
+}
+
+}  // namespace
+
+void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool muon_sharded,
+                      model::ParamSet& params, optim::MuonAdamW& opt, RunCounters& counters) {
+  if (ring.stateful.empty()) return;
+  const int root = ring.index_of(ring.stateful.front());
+  if (root < 0 || root >= comm.world()) throw RuntimeError("the ring's state holder is not in the ring (internal error)");
+  comm.broadcast(params.data(), size_t(params.size()), root);
+  const auto source = muon_sources(ring, muon_sharded, params, opt);
+  opt.for_each_buffer([&](int muon, float* data, size_t count) {
+    const int from = muon < 0 ? root : source[size_t(muon)];
+    if (from < 0) std::fill(data, data + count, 0.0f);
+    else comm.broadcast(data, count, from);
+  });
+  const auto parts =
+      comm.all_gather_bytes(comm.rank() == root ? encode_counters(counters, opt) : "", max_counter_bytes(params));
+  for (int r = 0; r < comm.world(); ++r)
+    if (r != root && !parts[size_t(r)].empty())
+      throw RuntimeError("ring member " + std::to_string(r) + " sent a state it does not hold; every rank must run the same ringtrain build");
+  if (comm.rank() != root)
+    decode_counters(parts[size_t(root)], "the run's state from ring member " + std::to_string(root), counters, opt);
+}
+
+}  // namespace rt::train

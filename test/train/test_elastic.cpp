@@ -1,0 +1,359 @@
+// Elastic training with real rank processes on 127.0.0.1 (--sync grad): a lost rank does not
+// stop the others, a restarted one rejoins with the job's state, and every replica ends the
+// same, bit for bit.
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/skip.hpp"
+#include "../net/netns_hosts.hpp"
+#include "ringtrain/errors.hpp"
+#include "ringtrain/io/atomic_file.hpp"
+#include "ringtrain/net/communicator.hpp"
+#include "ringtrain/train/row_split.hpp"
+#include "train_fixture.hpp"
+#include "train_ranks.hpp"
+
+namespace fs = std::filesystem;
+using nettest::Proc;
+using nlohmann::json;
+using namespace traintest;
+
+namespace {
+
+// A schedule far longer than any test runs: each test ends its job with SIGTERM (every rank
+// checkpoints the same step and exits 0), so no rank can finish before a restarted one joins.
+const std::vector<std::string> kLongRun = {"--steps", "100000", "--eval-every", "0"};
+// Bound of each wait on the job (a loaded machine is slow, but nothing waits forever).
+constexpr double kWait = 120;
+// Bound of the time from a loss to the survivors' next step in these tests: the peer timeout
+// and the rendezvous, with room for a loaded machine (the benchmark, tools/bench_elastic.sh,
+// checks the real bound of --peer-timeout + 5 s on a quiet one); well below the 60 s after
+// which a rendezvous gives up.
+constexpr double kLossBound = kPeerTimeout + 35;
+
+std::vector<json> records(const std::string& metrics) {
+  std::vector<json> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto rec = json::parse(line, nullptr, false);
+    if (!rec.is_discarded()) out.push_back(rec);
+  }
+  return out;
+}
+
+// The membership records of the metrics file, in order.
+std::vector<json> events(const std::string& metrics) {
+  std::vector<json> out;
+  for (auto& r : records(metrics))
+    if (r.contains("event")) out.push_back(r);
+  return out;
+}
+
+int64_t last_step(const std::string& metrics) {
+  int64_t s = 0;
+  for (auto& r : records(metrics))
+    if (r.contains("loss")) s = std::max(s, r["step"].get<int64_t>());
+  return s;
+}
+
+bool wait_for_events(const std::string& metrics, size_t n, double deadline_s) {
+  return nettest::wait_until([&] { return fs::exists(metrics) && events(metrics).size() >= n; }, deadline_s);
+}
+
+// Waits until the job's metrics show `more` steps after the newest one now.
+bool wait_for_progress(const std::string& metrics, int64_t more, double deadline_s) {
+  const int64_t from = last_step(metrics);
+  return nettest::wait_until([&] { return last_step(metrics) >= from + more; }, deadline_s);
+}
+
+void check_event(const json& e, const std::string& kind, int rank, int world) {
+  BOOST_TEST(e.value("event", "") == kind, e.dump());
+  BOOST_TEST(e.value("rank", -1) == rank, e.dump());
+  BOOST_TEST(e.value("world", -1) == world, e.dump());
+}
+
+// Every step from 1 to the last has exactly one loss record: none lost, none twice.
+void check_every_step_once(const std::string& metrics) {
+  std::map<int64_t, int> seen;
+  for (auto& r : records(metrics))
+    if (r.contains("loss")) ++seen[r["step"].get<int64_t>()];
+  const int64_t last = seen.empty() ? 0 : seen.rbegin()->first;
+  BOOST_TEST(last > 0);
+  BOOST_TEST(seen.size() == size_t(last), "steps 1.." << last << " but " << seen.size() << " records");
+  for (auto& [step, n] : seen) BOOST_TEST(n == 1, "step " << step << " recorded " << n << " times");
+}
+
+// Stops the job with SIGTERM to `rank_pid`, waits for every process, and checks that all of
+// them exited 0 at the same step with bit-identical weights.
+int stop_and_check_replicas(std::vector<Proc>& procs, pid_t rank_pid, const std::string& run, int world) {
+  ::kill(rank_pid, SIGTERM);
+  nettest::wait_all(procs, kWait);
+  require_all_ok(procs);
+  const int step = newest_step(run, 0);
+  BOOST_TEST(step > 0);
+  char dir[32];
+  std::snprintf(dir, sizeof dir, "step_%06d", step);
+  const auto weights0 = rt::io::read_file(run + "/rank0/" + dir + "/model.safetensors");
+  for (int r = 1; r < world; ++r) {
+    BOOST_TEST(newest_step(run, r) == step, "rank " << r);
+    const auto w = rt::io::read_file(run + "/rank" + std::to_string(r) + "/" + dir + "/model.safetensors");
+    BOOST_TEST((w == weights0), "rank " << r << "'s weights differ from rank 0's at step " << step);
+  }
+  return step;
+}
+
+// SIGKILL ranks[rank]: the others record its loss (world_after: the size of their ring) and
+// go on; while_lost runs then. restart() starts it again, and it joins at a later step.
+// Returns the loss and the join records.
+std::pair<json, json> lose_and_rejoin(std::vector<Proc>& ranks, size_t rank, int world_after, const std::string& metrics,
+                                      const std::function<Proc()>& restart,
+                                      const std::function<void(const json& lost)>& while_lost = {}) {
+  const size_t before = events(metrics).size();
+  ::kill(ranks[rank].pid, SIGKILL);
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, before + 1, kWait), ranks[rank == 0 ? 1 : 0].err());
+  const json lost = events(metrics)[before];
+  check_event(lost, "rank_lost", int(rank), world_after);
+  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
+  if (while_lost) while_lost(lost);
+  nettest::wait_one(ranks[rank], 10);
+  ranks[rank] = restart();
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, before + 2, kWait), ranks[rank].err());
+  const json joined = events(metrics)[before + 1];
+  check_event(joined, "rank_joined", int(rank), world_after + 1);
+  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
+  return {lost, joined};
+}
+
+// val bpb of a checkpoint directory, by `ringtrain eval`.
+double eval_bpb(const std::string& checkpoint) {
+  std::string out;
+  const int rc = nettest::run_shell(nettest::ringtrain_path() + " eval --json --threads 1 --eval-tokens 1024 --checkpoint " +
+                                        checkpoint + " --data " + prepared_data() + " 2>/dev/null",
+                                    &out);
+  BOOST_REQUIRE_MESSAGE(rc == 0, out);
+  return json::parse(out).at("val_bpb").get<double>();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(row_split)
+
+BOOST_AUTO_TEST_CASE(full_ring_is_the_fixed_layout_and_fewer_ranks_accumulate) {
+  using rt::train::split_step_rows;
+  // Full ring of batches 1, 2, 1 and 8 rows: two rounds of 4, each rank at its offset.
+  auto r1 = split_step_rows({1, 2, 1}, 1, 8);
+  BOOST_REQUIRE_EQUAL(r1.size(), 2u);
+  BOOST_TEST(r1[0].first_row == 1);
+  BOOST_TEST(r1[0].rows == 2);
+  BOOST_TEST(r1[1].first_row == 5);
+  // Two ranks of 2 left of three: 6 rows in rounds of 4, the last round cut at 6.
+  auto a = split_step_rows({2, 2}, 0, 6), b = split_step_rows({2, 2}, 1, 6);
+  BOOST_REQUIRE_EQUAL(a.size(), 2u);
+  BOOST_REQUIRE_EQUAL(b.size(), 1u);
+  BOOST_TEST(a[1].first_row == 4);
+  BOOST_TEST(a[1].rows == 2);
+  // Every row of the step to exactly one rank, for uneven batches too.
+  for (const auto& batches : std::vector<std::vector<int64_t>>{{3, 1, 2}, {5}, {1, 1}, {4, 3}}) {
+    std::vector<int> owner(12, 0);
+    for (size_t i = 0; i < batches.size(); ++i)
+      for (const auto& m : split_step_rows(batches, int(i), 12))
+        for (int64_t row = m.first_row; row < m.first_row + m.rows; ++row) ++owner[size_t(row)];
+    for (int n : owner) BOOST_TEST(n == 1);
+  }
+  // A rank that would get no row at all is refused with the fix.
+  BOOST_CHECK_THROW(split_step_rows({4, 4}, 1, 3), rt::UsageError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(elastic)
+
+// SIGKILL rank 2: ranks 0 and 1 go on without exiting; rank 2, restarted with the same
+// command, joins; all three end at the same step with identical weights, and the val bpb is
+// that of an uninterrupted run of the same steps within 1%.
+BOOST_AUTO_TEST_CASE(killed_rank_is_dropped_then_rejoins) {
+  const int port = nettest::port_base(0);
+  const std::string run = run_dir("el-kill"), metrics = run + "/metrics.jsonl";
+  auto ranks = start_ranks("el-kill", {2, 2, 2}, port, kLongRun);
+  BOOST_REQUIRE(wait_for_steps(metrics, 10, kWait));
+  // Hostile and stray membership requests on the job port change nothing.
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  const auto key = rt::net::load_job_key(nettest::key_file());
+  BOOST_TEST(rt::net::request(addr, "elastic join 99", 10, key) == "elastic notcoord");
+  BOOST_TEST(rt::net::request(addr, "elastic join 1", 10, key) == "elastic ok");  // a member: ignored
+  BOOST_TEST(rt::net::request(addr, "elastic checkin 1 0 5 5 0,1,2", 10, key) == "elastic notcoord");
+  BOOST_TEST(rt::net::request(addr, "elastic status", 10, key) == "elastic running 0");
+
+  ::kill(ranks[2].pid, SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), ranks[0].err());
+  BOOST_REQUIRE(wait_for_progress(metrics, 1, kWait));
+  const double took = seconds_since(t0);
+  BOOST_TEST(took < kLossBound, "the survivors' next step came " << took << " s after the kill");
+  check_event(events(metrics)[0], "rank_lost", 2, 2);
+  BOOST_TEST(nettest::alive(ranks[0].pid));
+  BOOST_TEST(nettest::alive(ranks[1].pid));
+  // `ringtrain status` on rank 1's port shows every rank's state.
+  const std::string status = nettest::ringtrain_path() + " status 127.0.0.1:" + std::to_string(port + 1) + " --key " + nettest::key_file();
+  std::string out;
+  BOOST_TEST(nettest::run_shell(status, &out) == 0, out);
+  BOOST_TEST(nettest::contains(out, "  rank 2: lost\n"), out);
+  BOOST_TEST(nettest::contains(out, "  rank 1: live, step "), out);
+  nettest::wait_one(ranks[2], 10);
+
+  BOOST_REQUIRE(wait_for_progress(metrics, 5, kWait));
+  ranks[2] = start_rank("el-kill", {2, 2, 2}, port, kLongRun, 2, "el-kill-r2-again");
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 2, kWait), ranks[2].err());
+  check_event(events(metrics)[1], "rank_joined", 2, 3);
+  BOOST_REQUIRE(wait_for_progress(metrics, 5, kWait));
+  BOOST_TEST(nettest::contains(ranks[2].err(), "joined the running job at step"), ranks[2].err());
+  BOOST_TEST(nettest::run_shell(status, &out) == 0, out);
+  BOOST_TEST(nettest::contains(out, "  rank 2: live, step "), out);
+  const int step = stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  BOOST_TEST(events(metrics).size() == 2u);  // no membership change but those two
+  check_every_step_once(metrics);
+
+  // The same tokens without interruption: one process of the whole batch (6 rows).
+  std::vector<std::string> flags = {"--steps", "100000", "--eval-every", "0", "--stop-after", std::to_string(step),
+                                    "--device-batch", "6"};
+  Proc one = nettest::spawn(base_args("el-kill-ref", flags), "el-kill-ref");
+  nettest::wait_one(one, 300);
+  BOOST_REQUIRE_MESSAGE(one.exit_code == 0, one.err());
+  char dir[32];
+  std::snprintf(dir, sizeof dir, "/rank0/step_%06d", step);
+  const double elastic_bpb = eval_bpb(run + dir), ref_bpb = eval_bpb(run_dir("el-kill-ref") + dir);
+  BOOST_TEST(std::abs(elastic_bpb - ref_bpb) <= 0.01 * ref_bpb, "val bpb " << elastic_bpb << " vs " << ref_bpb);
+}
+
+// Rank 0 killed: rank 1 takes over the metrics and the progress display, and rank 0 rejoins.
+BOOST_AUTO_TEST_CASE(rank0_killed_its_duties_move_and_it_rejoins) {
+  const int port = nettest::port_base(1);
+  const std::string run = run_dir("el-r0"), metrics = run + "/metrics.jsonl";
+  auto ranks = start_ranks("el-r0", {2, 2, 2}, port, kLongRun);
+  BOOST_REQUIRE(wait_for_steps(metrics, 5, kWait));
+  lose_and_rejoin(
+      ranks, 0, 2, metrics, [&] { return start_rank("el-r0", {2, 2, 2}, port, kLongRun, 0, "el-r0-r0-again"); },
+      [&](const json& lost) {
+        // Rank 1 now draws the progress lines (plain lines here: no terminal).
+        const std::string line = "[rank 1/3] step " + std::to_string(lost["step"].get<int64_t>() + 1) + "/100000";
+        BOOST_TEST(nettest::contains(ranks[1].err(), line), ranks[1].err());
+      });
+  stop_and_check_replicas(ranks, ranks[1].pid, run, 3);
+  check_every_step_once(metrics);
+}
+
+// Two ranks: the survivor goes on alone, then the other rejoins (uneven --device-batch,
+// bf16 on the wire).
+BOOST_AUTO_TEST_CASE(survivor_goes_on_alone_then_the_other_rejoins) {
+  const int port = nettest::port_base(2);
+  const std::string run = run_dir("el-two"), metrics = run + "/metrics.jsonl";
+  const std::vector<std::string> flags = {"--steps", "100000", "--eval-every", "0", "--wire", "bf16"};
+  auto ranks = start_ranks("el-two", {1, 3}, port, flags);
+  BOOST_REQUIRE(wait_for_steps(metrics, 5, kWait));
+  lose_and_rejoin(ranks, 1, 1, metrics, [&] { return start_rank("el-two", {1, 3}, port, flags, 1, "el-two-r1-again"); });
+  stop_and_check_replicas(ranks, ranks[0].pid, run, 2);
+  check_every_step_once(metrics);
+}
+
+// SIGSTOP past the peer timeout: the rank is dropped. After SIGCONT it finds that the ring
+// went on without it and rejoins, instead of sending into the new ring.
+BOOST_AUTO_TEST_CASE(stopped_rank_is_dropped_and_rejoins_after_sigcont) {
+  const int port = nettest::port_base(3);
+  const std::string run = run_dir("el-stop"), metrics = run + "/metrics.jsonl";
+  auto ranks = start_ranks("el-stop", {2, 2, 2}, port, kLongRun);
+  BOOST_REQUIRE(wait_for_steps(metrics, 5, kWait));
+  ::kill(ranks[2].pid, SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), ranks[0].err());
+  BOOST_REQUIRE(wait_for_progress(metrics, 1, kWait));
+  const double took = seconds_since(t0);
+  BOOST_TEST(took >= kPeerTimeout, "dropped after " << took << " s, before the peer timeout");
+  BOOST_TEST(took < kLossBound, "the survivors' next step came " << took << " s after the stop");
+  check_event(events(metrics)[0], "rank_lost", 2, 2);
+  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
+  ::kill(ranks[2].pid, SIGCONT);
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 2, kWait), ranks[2].err());
+  check_event(events(metrics)[1], "rank_joined", 2, 3);
+  BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
+  BOOST_TEST(nettest::contains(ranks[2].err(), "the ring sends it"), ranks[2].err());
+  stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  check_every_step_once(metrics);
+}
+
+// --sync diloco: the ranks run free between averages, so a loss takes the ring back to the
+// last average (the anchor and outer momentum go on), and a restarted rank joins at an average.
+BOOST_AUTO_TEST_CASE(diloco_rank_is_dropped_then_rejoins_at_an_average) {
+  const int port = nettest::port_base(1) + 3;
+  const std::string run = run_dir("el-diloco"), metrics = run + "/metrics.jsonl";
+  const std::vector<std::string> flags = {"--steps", "100000", "--eval-every", "0", "--sync", "diloco", "--sync-every", "3"};
+  auto ranks = start_ranks("el-diloco", {2, 2, 2}, port, flags);
+  BOOST_REQUIRE(wait_for_steps(metrics, 6, kWait));
+  const auto [lost, joined] = lose_and_rejoin(
+      ranks, 1, 2, metrics, [&] { return start_rank("el-diloco", {2, 2, 2}, port, flags, 1, "el-diloco-r1-again"); });
+  for (const json& e : {lost, joined})
+    BOOST_TEST(e["step"].get<int64_t>() % 3 == 0, "not an average's step: " << e.dump());
+  stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  check_every_step_once(metrics);
+}
+
+// On simulated hosts (network namespaces) behind the user's firewall, which lets in only
+// TCP 29500-29510: the lobby, the rendezvous and the state all use the one listed port.
+BOOST_AUTO_TEST_CASE(firewalled_hosts_lose_and_regain_a_rank) {
+  if (!testskip::require(geteuid() == 0, "network namespaces need root (CI runs as root)")) return;
+  nettest::NetnsHosts hosts(3, "el", "--firewall 29500-29510");
+  const std::string run = run_dir("el-netns"), metrics = run + "/metrics.jsonl";
+  const std::string peers = "10.99.0.1:29500,10.99.0.2:29500,10.99.0.3:29500";
+  auto start = [&](int r, const std::string& tag) {
+    std::string cmd = "exec ip netns exec " + hosts.ns(r);
+    for (const auto& a : base_args("el-netns", {"--steps", "100000", "--eval-every", "0", "--rank", std::to_string(r),
+                                                "--peers", peers, "--device-batch", "2", "--peer-timeout", "5",
+                                                "--connect-timeout", "60", "--key", nettest::key_file()}))
+      cmd += " '" + a + "'";
+    return nettest::spawn({"/bin/sh", "-c", cmd}, tag);
+  };
+  std::vector<Proc> ranks;
+  for (int r = 0; r < 3; ++r) ranks.push_back(start(r, "el-netns-r" + std::to_string(r)));
+  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 5, kWait), ranks[0].err());
+  lose_and_rejoin(ranks, 2, 2, metrics, [&] { return start(2, "el-netns-r2-again"); });
+  stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  check_every_step_once(metrics);
+}
+
+// A rank killed again and again: each loss costs the others at most about one peer timeout,
+// and the job ends whole.
+BOOST_AUTO_TEST_CASE(flapping_rank) {
+  const int port = nettest::port_base(0) + 3;
+  const std::string run = run_dir("el-flap"), metrics = run + "/metrics.jsonl";
+  auto ranks = start_ranks("el-flap", {2, 2, 2}, port, kLongRun);
+  BOOST_REQUIRE(wait_for_steps(metrics, 5, kWait));
+  for (int round = 0; round < 3; ++round) {
+    BOOST_TEST_CONTEXT("round " << round) {
+      const auto t0 = std::chrono::steady_clock::now();
+      lose_and_rejoin(
+          ranks, 1, 2, metrics,
+          [&] { return start_rank("el-flap", {2, 2, 2}, port, kLongRun, 1, "el-flap-r1-" + std::to_string(round)); },
+          [&](const json&) {
+            // The loss and three more steps: at most about one peer timeout for the loss.
+            const double took = seconds_since(t0);
+            BOOST_TEST(took < kLossBound, "three steps after the kill came " << took << " s after it");
+          });
+    }
+  }
+  const auto ev = events(metrics);
+  BOOST_REQUIRE_EQUAL(ev.size(), 6u);
+  for (size_t i = 0; i < ev.size(); ++i) check_event(ev[i], i % 2 ? "rank_joined" : "rank_lost", 1, i % 2 ? 3 : 2);
+  stop_and_check_replicas(ranks, ranks[2].pid, run, 3);
+  check_every_step_once(metrics);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -442,8 +442,19 @@ BOOST_AUTO_TEST_CASE(int8_wire_keeps_replicas_identical_and_losses_close_to_f32)
 BOOST_AUTO_TEST_CASE(second_sigint_aborts_at_once) {
   const double peer_timeout = 30;
   auto ranks = start_ranks("twice", {2, 2}, nettest::port_base(0) + 4, {"--steps", "5000", "--eval-every", "0"}, peer_timeout);
-  BOOST_REQUIRE(wait_for_steps(run_dir("twice") + "/metrics.jsonl", 2, 120));
+  const std::string metrics = run_dir("twice") + "/metrics.jsonl";
+  BOOST_REQUIRE(wait_for_steps(metrics, 2, 120));
   ::kill(ranks[1].pid, SIGSTOP);
+  // Rank 1 may have sent its part of the next step (or two) before it stopped, and rank 0
+  // can finish those steps without it: SIGINT must come once rank 0 is stuck waiting, seen
+  // as no new step record for 1.5 s (a step of this model takes a few tens of ms).
+  size_t seen = traintest::losses(metrics).size();
+  auto still_since = std::chrono::steady_clock::now();
+  BOOST_REQUIRE(nettest::wait_until([&] {
+    const size_t now = traintest::losses(metrics).size();
+    if (now != seen) seen = now, still_since = std::chrono::steady_clock::now();
+    return seconds_since(still_since) >= 1.5;
+  }, 20));
   ::kill(ranks[0].pid, SIGINT);
   BOOST_TEST(!nettest::wait_exit(ranks[0], 1.0), "rank 0 exited on the first SIGINT: " << ranks[0].err());
   ::kill(ranks[0].pid, SIGINT);

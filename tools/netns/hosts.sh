@@ -134,7 +134,9 @@ case "$cmd" in
         ip netns add "$ns"
         ip -n "$ns" tuntap add dev eth0 mode tap
         ip -n "$ns" addr add "$(addr "$i")/24" dev eth0
-        ip -n "$ns" link set eth0 up
+        # A tap drops what its reader has not taken yet beyond txqueuelen frames: as long as
+        # netem's limit, so that a burst while the emulator waits for a core is not lost.
+        ip -n "$ns" link set eth0 txqueuelen 10000 up
         ip -n "$ns" link set lo up
         if [ -n "$range" ]; then firewall "$ns" "$range"; fi
       done

@@ -5,7 +5,7 @@
 #
 #   sudo tools/bench_scaling.sh [--steps 16] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR] [--key FILE|new]
 #                               [--baseline-bin PATH] [--compare-only [--repeat N]]
-#                               [--slow-link [--netem ARGS]]
+#                               [--slow-link [--netem ARGS] [--link-emulator]]
 #
 # --key adds a row of --sync grad with the job key (CURVE), next to the plaintext one.
 # --baseline-bin runs the --sync grad row a second time with another ringtrain binary (e.g.
@@ -35,13 +35,20 @@
 #   2 ranks, --sync diloco --sync-every 8 --sync-overlap --overlap-steps 8 (the average may
 #     take all 8 steps to travel) with --wire f32, bf16 and int8, and int8 with 1 step;
 #   2 ranks, --sync avg --sync-every 8 --sync-overlap --overlap-steps 8 --wire int8;
-# and prints tok/s against 1 rank and the bytes rank 0 sends per sync. --netem none keeps
-# only the rate (tbf), for kernels without sch_netem.
+# and prints tok/s against 1 rank and the bytes rank 0 sends per sync. On a kernel without
+# sch_netem (or with --link-emulator), hosts.sh joins the two hosts through its userspace
+# link emulator instead, with the same rate, round trip and loss (build it first: `meson
+# compile -C build` makes build/tools/netns/link-emulator). --netem none keeps only the rate
+# (tbf, no delay, no loss).
 set -uo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -uo pipefail/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-steps=16 warmup=2 depth=8 rate="" data="" gloo_timeout=60 key="" baseline_bin="" compare_only=0 repeat=3 slow=0 netem=
+steps=16 warmup=2 depth=8 rate="" data="" gloo_timeout=60 key="" baseline_bin="" compare_only=0 repeat=3 slow=0 netem="" emulate=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
@@ -56,12 +63,13 @@ while [ $# -gt 0 ]; do
     --key) key=$2; shift 2 ;;
     --slow-link) slow=1; shift ;;
     --netem) netem=$2; shift 2 ;;
+    --link-emulator) emulate=--link-emulator; shift ;;
     *) echo "bench_scaling: unknown option $1" >&2; exit 2 ;;
   esac
 done
 if [ "$slow" = 1 ]; then
   rate=${rate:-100mbit} netem=${netem:-delay 10ms loss 0.05%}
-  [ "$netem" = none ] && netem=""  # the rate only (tbf), e.g. on a kernel without sch_netem
+  [ "$netem" = none ] && netem=""  # the rate only (tbf)
 else
   rate=${rate:-1gbit}
 fi
@@ -82,7 +90,10 @@ if [ "$key" = new ]; then
   key=$work/job.key
   "$bin" keygen --out "$key" >/dev/null || exit 1
 fi
-hosts up "$prefix" 2 --rate "$rate" ${netem:+--netem "$netem"} --firewall 29500-29510 || exit 1
+hosts up "$prefix" 2 --rate "$rate" ${netem:+--netem "$netem"} ${emulate:+"$emulate"} --firewall 29500-29510 || exit 1
+# A process in the switch namespace is the link emulator (hosts.sh's choice where sch_netem is missing).
+link="tc netem on both ends of each link"
+[ -n "$(ip netns pids "${prefix}sw" 2>/dev/null)" ] && link="the userspace link emulator, the same path"
 a0=$(hosts addr 0) a1=$(hosts addr 1)
 in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"; }
 
@@ -174,7 +185,7 @@ PY
   }
   rt1=$(run_rt rt-1rank 1)
   cpu_line
-  echo "slow link: $rate, netem '$netem' on both ends of each link; d$depth; steps $steps after $warmup warm-up"
+  echo "slow link: $rate, netem '$netem' ($link); d$depth; steps $steps after $warmup warm-up"
   printf '\n| run | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank | MB sent per sync (rank 0) |\n|---|---|---|---|---|\n'
   printf '| ringtrain, 1 rank | %s | - | 1.00x | - |\n' "${rt1% *}"
   for run in "diloco f32 8" "diloco bf16 8" "diloco int8 1" "diloco int8 8" "avg int8 8"; do

@@ -43,4 +43,6 @@ void NetnsHosts::down() const {
 
 std::string NetnsHosts::ns(int i) const { return prefix_ + "h" + std::to_string(i); }
 
+std::string NetnsHosts::switch_ns() const { return prefix_ + "sw"; }
+
 }  // namespace nettest

@@ -22,6 +22,8 @@ class NetnsHosts {
 
   // The namespace of host i, for `ip netns exec`.
   std::string ns(int i) const;
+  // The switch's namespace: the bridge's, or where the link emulator runs (--link-emulator).
+  std::string switch_ns() const;
 
  private:
   void down() const;

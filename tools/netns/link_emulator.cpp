@@ -1,0 +1,331 @@
+// link-emulator: a slow, far cable between two network namespaces, in userspace, for kernels
+// without sch_netem (tc netem). tools/netns/hosts.sh starts it when netem is missing.
+//
+//   link-emulator --ns-a NS --ns-b NS [--tap eth0] [--rate 100mbit] [--delay 20ms]
+//                 [--loss 0.1%] [--limit 10000] [--seed 1]
+//
+// It attaches to the persistent tap device --tap (made beforehand with
+// `ip -n NS tuntap add dev eth0 mode tap`) in each of the two namespaces and forwards
+// Ethernet frames between them, each direction on its own, like netem with a rate:
+//   - a frame is lost with probability --loss (a PRNG seeded with --seed, one per direction);
+//   - it is dropped at the tail when --limit frames of this direction are already on the way;
+//   - it leaves at max(now, previous departure) + its bytes * 8 / --rate (serialisation);
+//   - it is written to the other tap --delay later (one way).
+// "ready" on stdout once both taps are attached; SIGTERM/SIGINT stop it, with one line of
+// counts on stderr. It sleeps in ppoll until a frame arrives or the next one is due: no busy
+// loop, as the benchmarks beside it are CPU bound.
+//
+// The taps are opened without IFF_VNET_HDR, so the kernel hands them no offloaded super
+// frames: TCP segments are cut to the MTU before they reach the tap, and losses hit single
+// segments as on a real wire. Memory is bounded: --limit frames per direction, each at most
+// the tap's MTU plus its header (a read buffer of 64 KiB + 64 covers the largest tap MTU).
+#include <fcntl.h>
+#include <net/if.h>  // before linux/if_tun.h, which then skips linux/if.h
+#include <linux/if_tun.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+constexpr size_t kReadBuffer = 65536 + 64;  // a tap's MTU is at most 65535, plus the Ethernet (and VLAN) header
+constexpr size_t kMinFrame = 14;            // an Ethernet header
+constexpr int kReadBurst = 256;             // frames read per wake-up from one tap before serving the other
+
+struct Options {
+  std::string ns_a, ns_b, tap = "eth0";
+  double rate_bps = 0;  // 0: no rate limit
+  int64_t delay_ns = 0;
+  double loss = 0;  // probability, 0..1
+  size_t limit = 10000;
+  uint64_t seed = 1;
+};
+
+[[noreturn]] void die(int code, const std::string& what) {
+  std::fprintf(stderr, "link-emulator: %s\n", what.c_str());
+  std::exit(code);
+}
+
+[[noreturn]] void usage_error(const std::string& what) {
+  die(2, what + " (see link-emulator --help)");
+}
+
+// A non-negative decimal number at the start of s; the rest of s goes to unit.
+std::optional<double> leading_number(std::string_view s, std::string_view* unit) {
+  size_t i = 0;
+  while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) ++i;
+  if (i == 0) return std::nullopt;
+  try {
+    size_t used = 0;
+    const double v = std::stod(std::string(s.substr(0, i)), &used);
+    if (used != i) return std::nullopt;
+    *unit = s.substr(i);
+    return v;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+// tc's rate units: bit, kbit, mbit, gbit (bits per second) and bps, kbps, mbps, gbps (bytes).
+double parse_rate(std::string_view s) {
+  std::string_view unit_as_given;
+  const auto v = leading_number(s, &unit_as_given);
+  std::string unit(unit_as_given);  // tc takes units in any case: 100Mbit
+  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  struct Unit { std::string_view name; double bits; };
+  static constexpr Unit units[] = {{"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9},
+                                   {"bps", 8}, {"kbps", 8e3}, {"mbps", 8e6}, {"gbps", 8e9}};
+  if (v)
+    for (const auto& u : units)
+      if (unit == u.name && *v * u.bits >= 1000) return *v * u.bits;
+  usage_error("--rate '" + std::string(s) + "': give at least 1kbit with a tc unit, e.g. 100mbit, 1gbit, 500kbit");
+}
+
+int64_t parse_delay(std::string_view s) {
+  std::string_view unit;
+  const auto v = leading_number(s, &unit);
+  const double scale = unit == "s" ? 1e9 : unit == "ms" ? 1e6 : unit == "us" ? 1e3 : unit == "ns" ? 1 : -1;
+  if (!v || (scale < 0 && !(unit.empty() && *v == 0)) || *v * std::max(scale, 0.0) > 60e9)
+    usage_error("--delay '" + std::string(s) + "': give a one-way delay up to 60s with a unit, e.g. 20ms, 500us");
+  return static_cast<int64_t>(*v * std::max(scale, 0.0));
+}
+
+double parse_loss(std::string_view s) {
+  std::string_view unit;
+  const auto v = leading_number(s, &unit);
+  if (!v || unit != "%" || *v > 100) usage_error("--loss '" + std::string(s) + "': give a percentage 0-100 with '%', e.g. 0.1%");
+  return *v / 100;
+}
+
+uint64_t parse_count(std::string_view flag, std::string_view s, uint64_t lo, uint64_t hi) {
+  std::string_view rest;
+  const auto v = leading_number(s, &rest);
+  if (!v || !rest.empty() || *v != static_cast<double>(static_cast<uint64_t>(*v)) || *v < lo || *v > hi)
+    usage_error(std::string(flag) + " '" + std::string(s) + "': give a whole number from " + std::to_string(lo) + " to " +
+                std::to_string(hi));
+  return static_cast<uint64_t>(*v);
+}
+
+const char* const kHelp =
+    "usage: link-emulator --ns-a NS --ns-b NS [--tap eth0] [--rate 100mbit] [--delay 20ms] [--loss 0.1%]\n"
+    "                     [--limit 10000] [--seed 1]\n"
+    "Joins the tap --tap of network namespace --ns-a to the one of --ns-b like a cable of --rate\n"
+    "(default: no limit), --delay one way, --loss per frame, each direction on its own, at most\n"
+    "--limit frames on the way per direction (tail drop). Needs root and existing taps\n"
+    "(ip -n NS tuntap add dev eth0 mode tap). Prints 'ready' once attached; stops on SIGTERM.\n";
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kHelp, stdout);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) usage_error("unknown option or missing value: " + std::string(flag));
+    const std::string_view value = argv[++i];
+    if (flag == "--ns-a") o.ns_a = value;
+    else if (flag == "--ns-b") o.ns_b = value;
+    else if (flag == "--tap") o.tap = value;
+    else if (flag == "--rate") o.rate_bps = parse_rate(value);
+    else if (flag == "--delay") o.delay_ns = parse_delay(value);
+    else if (flag == "--loss") o.loss = parse_loss(value);
+    else if (flag == "--limit") o.limit = parse_count(flag, value, 1, 1000000);
+    else if (flag == "--seed") o.seed = parse_count(flag, value, 0, uint64_t{1} << 53);
+    else usage_error("unknown option " + std::string(flag));
+  }
+  if (o.ns_a.empty() || o.ns_b.empty()) usage_error("--ns-a and --ns-b are required");
+  if (o.ns_a == o.ns_b) usage_error("--ns-a and --ns-b must be two different namespaces");
+  if (o.tap.empty() || o.tap.size() >= IFNAMSIZ || o.tap.find('/') != std::string::npos)
+    usage_error("--tap '" + o.tap + "': give an interface name of 1 to " + std::to_string(IFNAMSIZ - 1) + " characters");
+  for (const auto* ns : {&o.ns_a, &o.ns_b})
+    if (ns->find('/') != std::string::npos || *ns == "." || *ns == "..") usage_error("namespace '" + *ns + "': give a name from `ip netns list`");
+  return o;
+}
+
+// Opens the existing tap `tap` of the named namespace (/var/run/netns/NS) and returns its
+// fd, non-blocking. The fd stays bound to that device after this thread returns to its own
+// namespace.
+int attach_tap(const std::string& ns, const std::string& tap) {
+  const int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (self < 0) die(1, "cannot open /proc/thread-self/ns/net: " + std::string(std::strerror(errno)));
+  const std::string path = "/var/run/netns/" + ns;
+  const int target = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (target < 0)
+    die(errno == ENOENT ? 2 : 1, "network namespace '" + ns + "' not found (" + path + ": " + std::strerror(errno) +
+                                     "); create it with `ip netns add " + ns + "` or tools/netns/hosts.sh");
+  if (setns(target, CLONE_NEWNET) != 0)
+    die(1, "cannot enter namespace '" + ns + "': " + std::strerror(errno) + (errno == EPERM ? " (run as root)" : ""));
+  // TUNSETIFF would make a new, non-persistent tap if the name were free: only attach to one that exists.
+  if (if_nametoindex(tap.c_str()) == 0)
+    die(2, "no interface '" + tap + "' in namespace '" + ns + "'; create it with `ip -n " + ns + " tuntap add dev " + tap +
+               " mode tap`");
+  const int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) die(1, "cannot open /dev/net/tun: " + std::string(std::strerror(errno)) + " (needs root and the tun module)");
+  ifreq ifr{};
+  ifr.ifr_flags = IFF_TAP | IFF_NO_PI;  // no IFF_VNET_HDR: plain frames, no offloads
+  std::memcpy(ifr.ifr_name, tap.c_str(), tap.size());
+  if (ioctl(fd, TUNSETIFF, &ifr) != 0)
+    die(1, "cannot attach to '" + tap + "' in namespace '" + ns + "': " + std::strerror(errno) +
+               (errno == EBUSY ? " (another process holds it, or it is not a tap)" : "") +
+               (errno == EINVAL ? " (it is not a tap: make it with `ip tuntap add ... mode tap`)" : ""));
+  if (setns(self, CLONE_NEWNET) != 0) die(1, "cannot return to the own namespace: " + std::string(std::strerror(errno)));
+  close(self);
+  close(target);
+  return fd;
+}
+
+int64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+struct Frame {
+  int64_t due_ns;
+  std::vector<unsigned char> bytes;
+};
+
+// One direction of the cable: frames read from `in` wait here until they are due at `out`.
+struct Direction {
+  const char* name;
+  int in = -1, out = -1;
+  std::deque<Frame> on_the_way;  // due times never decrease: departures are serial, delay constant
+  int64_t last_departure_ns = 0;
+  std::mt19937_64 rng;
+  uint64_t frames = 0, lost = 0, tail_dropped = 0, write_failed = 0, bad = 0, largest = 0;
+
+  void arrive(const unsigned char* data, size_t size, int64_t now, const Options& o) {
+    ++frames;
+    if (size < kMinFrame || size >= kReadBuffer) {  // a runt, or more than any tap MTU allows
+      ++bad;
+      return;
+    }
+    largest = std::max<uint64_t>(largest, size);
+    // Lost with probability o.loss: compare 53 random bits with the probability's share of 2^53.
+    if (o.loss > 0 && static_cast<double>(rng() >> 11) < o.loss * 9007199254740992.0) {
+      ++lost;
+      return;
+    }
+    if (on_the_way.size() >= o.limit) {
+      ++tail_dropped;
+      return;
+    }
+    int64_t departure = std::max(now, last_departure_ns);
+    if (o.rate_bps > 0) departure += static_cast<int64_t>(static_cast<double>(size) * 8e9 / o.rate_bps);
+    last_departure_ns = departure;
+    on_the_way.push_back({departure + o.delay_ns, std::vector<unsigned char>(data, data + size)});
+  }
+
+  void deliver_due(int64_t now) {
+    while (!on_the_way.empty() && on_the_way.front().due_ns <= now) {
+      const auto& f = on_the_way.front().bytes;
+      const ssize_t n = write(out, f.data(), f.size());
+      if (n != static_cast<ssize_t>(f.size())) ++write_failed;  // e.g. the other side is down: the frame is gone
+      on_the_way.pop_front();
+    }
+  }
+
+  // Reads what the tap has (up to a burst); false if the tap failed for good.
+  bool read_burst(std::vector<unsigned char>& buf, const Options& o) {
+    for (int i = 0; i < kReadBurst; ++i) {
+      const ssize_t n = read(in, buf.data(), buf.size());
+      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      if (n == 0) return false;
+      arrive(buf.data(), static_cast<size_t>(n), now_ns(), o);
+    }
+    return true;
+  }
+
+  void report() const {
+    std::fprintf(stderr, "; %s: %llu frames, %llu lost, %llu tail-dropped, %llu unwritable, %llu bad, largest %llu bytes",
+                 name, static_cast<unsigned long long>(frames), static_cast<unsigned long long>(lost),
+                 static_cast<unsigned long long>(tail_dropped), static_cast<unsigned long long>(write_failed),
+                 static_cast<unsigned long long>(bad), static_cast<unsigned long long>(largest));
+  }
+};
+
+volatile sig_atomic_t g_stop = 0;
+void on_stop(int) { g_stop = 1; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  // Stop signals stay blocked except inside ppoll, so none is missed between checks.
+  sigset_t stop_signals, during_wait;
+  sigemptyset(&stop_signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, s);
+  sigprocmask(SIG_BLOCK, &stop_signals, &during_wait);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigdelset(&during_wait, s);
+  struct sigaction sa{};
+  sa.sa_handler = on_stop;
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaction(s, &sa, nullptr);
+
+  Direction dirs[2];
+  dirs[0].name = "a->b";
+  dirs[1].name = "b->a";
+  const int tap_a = attach_tap(o.ns_a, o.tap), tap_b = attach_tap(o.ns_b, o.tap);
+  dirs[0].in = dirs[1].out = tap_a;
+  dirs[1].in = dirs[0].out = tap_b;
+  dirs[0].rng.seed(o.seed);
+  dirs[1].rng.seed(o.seed ^ 0x9e3779b97f4a7c15ULL);
+  std::printf("ready\n");
+  std::fflush(stdout);
+
+  std::vector<unsigned char> buf(kReadBuffer);
+  int rc = 0;
+  while (!g_stop) {
+    const int64_t now = now_ns();
+    int64_t next_due = -1;
+    for (auto& d : dirs) {
+      d.deliver_due(now);
+      if (!d.on_the_way.empty() && (next_due < 0 || d.on_the_way.front().due_ns < next_due)) next_due = d.on_the_way.front().due_ns;
+    }
+    timespec wait{};
+    if (next_due >= 0) {
+      const int64_t left = std::max<int64_t>(0, next_due - now_ns());
+      wait.tv_sec = left / 1000000000;
+      wait.tv_nsec = left % 1000000000;
+    }
+    pollfd fds[2] = {{tap_a, POLLIN, 0}, {tap_b, POLLIN, 0}};
+    if (ppoll(fds, 2, next_due >= 0 ? &wait : nullptr, &during_wait) < 0) {
+      if (errno == EINTR) continue;
+      std::fprintf(stderr, "link-emulator: ppoll failed: %s\n", std::strerror(errno));
+      rc = 1;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      const bool gone = fds[i].revents & (POLLERR | POLLHUP | POLLNVAL);
+      if (gone || ((fds[i].revents & POLLIN) && !dirs[i].read_burst(buf, o))) {
+        std::fprintf(stderr, "link-emulator: the tap in namespace '%s' went away (namespace deleted?); stopping\n",
+                     i == 0 ? o.ns_a.c_str() : o.ns_b.c_str());
+        rc = 1;
+        g_stop = 1;
+      }
+    }
+  }
+  std::fprintf(stderr, "link-emulator: stopped");
+  for (const auto& d : dirs) d.report();
+  std::fprintf(stderr, "\n");
+  close(tap_a);
+  close(tap_b);
+  return rc;
+}

@@ -256,12 +256,19 @@ class Probes {
     int refusals = 0;
     while (!stop_) {
       PeerView v;
-      try {
-        v = parse_status(request(o_.peers[size_t(p)].text(), "elastic status", o_.probe_timeout_s, o_.key));
-        last_answer = Clock::now(), refusals = 0;
-      } catch (const std::exception&) {
-        refusals = nothing_listens(o_.peers[size_t(p)]) ? refusals + 1 : 0;
-        if (refusals >= 2 || seconds_since(last_answer) >= o_.silent_timeout_s) v.seen = PeerView::Absent;
+      // Once nothing listened on the port, look there first: a dead rank's port refuses at
+      // once, while a request to it waits the whole probe timeout (a process that died leaves
+      // a refusing port; one that is starting again soon answers the request).
+      if (refusals > 0 && nothing_listens(o_.peers[size_t(p)])) {
+        if (++refusals >= 2) v.seen = PeerView::Absent;
+      } else {
+        try {
+          v = parse_status(request(o_.peers[size_t(p)].text(), "elastic status", o_.probe_timeout_s, o_.key));
+          last_answer = Clock::now(), refusals = 0;
+        } catch (const std::exception&) {
+          refusals = nothing_listens(o_.peers[size_t(p)]) ? refusals + 1 : 0;
+          if (refusals >= 2 || seconds_since(last_answer) >= o_.silent_timeout_s) v.seen = PeerView::Absent;
+        }
       }
       {
         std::lock_guard lk(mu_);

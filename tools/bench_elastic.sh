@@ -4,7 +4,11 @@
 # drop, only TCP 29500-29510 open), with the job key.
 #
 #   sudo tools/bench_elastic.sh [--hosts 3] [--depth 8] [--rate 1gbit] [--peer-timeout 10] [--data DIR]
-#                               [--warmup 3] [--gap 3]
+#                               [--warmup 3] [--gap 3] [--device-batch 1] [--seq-len 512]
+#
+# Each rank is pinned to a core (rank % cores) with one thread. A step in flight when the
+# rank dies is trained again by the survivors, so "next step" includes a whole step of
+# the smaller ring: --device-batch and --seq-len set how long that is.
 #
 # After --warmup steps, rank N-1 is killed (SIGKILL); --gap steps after the survivors went on
 # it is started again with the same command. Printed, in seconds from the kill (or from the
@@ -21,7 +25,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-n=3 depth=8 rate=1gbit peer_timeout=10 data="" warmup=3 gap=3
+n=3 depth=8 rate=1gbit peer_timeout=10 data="" warmup=3 gap=3 batch=1 seq=512
 while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) n=$2; shift 2 ;;
@@ -31,6 +35,8 @@ while [ $# -gt 0 ]; do
     --data) data=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
     --gap) gap=$2; shift 2 ;;
+    --device-batch) batch=$2; shift 2 ;;
+    --seq-len) seq=$2; shift 2 ;;
     *) echo "bench_elastic: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -55,8 +61,8 @@ for i in $(seq 0 $((n - 1))); do peers+="${peers:+,}$(hosts addr "$i"):29500"; d
 cores=$(nproc)
 last=$((n - 1))
 start_rank() {  # rank, log file
-  ip netns exec "${prefix}h$1" taskset -c "$(($1 % cores))" "$bin" train --data "$data" --depth "$depth" --seq-len 1024 \
-    --device-batch 2 --steps 100000 --eval-every 0 --threads 1 --no-progress --out "$work/run" --rank "$1" \
+  ip netns exec "${prefix}h$1" taskset -c "$(($1 % cores))" "$bin" train --data "$data" --depth "$depth" --seq-len "$seq" \
+    --device-batch "$batch" --steps 100000 --eval-every 0 --threads 1 --no-progress --out "$work/run" --rank "$1" \
     --peers "$peers" --key "$key" --peer-timeout "$peer_timeout" > "$2" 2>&1 &
   echo $!
 }
@@ -77,7 +83,7 @@ when() {
   now
 }
 
-echo "bench_elastic: d$depth, $n ranks, batch 2 x 1024 per rank, 1 thread each, $rate links, --peer-timeout $peer_timeout; work dir $work" >&2
+echo "bench_elastic: d$depth, $n ranks, batch $batch x $seq per rank, 1 thread each, $rate links, --peer-timeout $peer_timeout; work dir $work" >&2
 pids=()
 for r in $(seq 0 "$last"); do pids+=("$(start_rank "$r" "$work/r$r.log")"); done
 when "[ \$(steps_done) -ge $warmup ]" >/dev/null
@@ -94,7 +100,10 @@ t_joined=$(when "grep -q 'joined the running job' $work/r$last.again.log")
 at_join=$(steps_done)
 t_in_step=$(when "[ \$(events) -ge 2 ] && [ \$(steps_done) -gt $at_join ]")
 ip netns exec "${prefix}h0" "$bin" stop "$(hosts addr 0):29500" --key "$key" --timeout 30 >/dev/null
-wait
+# The ranks were started in command substitutions (not children of this shell): poll them.
+for p in "${pids[@]}"; do
+  for _ in $(seq 1200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+done
 
 # The state a joining rank receives: the weights and the optimizer state of a checkpoint.
 ckpt=$(ls -d "$work"/run/rank0/step_* | tail -1)

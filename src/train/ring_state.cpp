@@ -73,15 +73,24 @@ void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool
   if (ring.stateful.empty()) return;
   const int root = ring.index_of(ring.stateful.front());
   if (root < 0 || root >= comm.world()) throw RuntimeError("the ring's state holder is not in the ring (internal error)");
-  comm.broadcast(params.data(), size_t(params.size()), root);
+  // When every member holds the state (survivors of a lost rank, all gone back to the same
+  // step), the parameters and whatever every rank updates alike are the same bits on all of
+  // them already (the replica check after this says so): only the Muon buffers of sharded
+  // owners move, and each keeps its own sync state (its int8 error feedback is its own).
+  const bool everyone_holds_it = ring.stateful.size() == ring.members.size();
+  if (!everyone_holds_it) comm.broadcast(params.data(), size_t(params.size()), root);
   const auto source = muon_sources(ring, muon_sharded, params, opt);
   opt.for_each_buffer([&](int muon, float* data, size_t count) {
-    const int from = muon < 0 ? root : source[size_t(muon)];
+    const bool own = muon < 0 || !muon_sharded;  // updated alike by every rank
+    if (own && everyone_holds_it) return;
+    const int from = own ? root : source[size_t(muon)];
     if (from < 0) std::fill(data, data + count, 0.0f);
     else comm.broadcast(data, count, from);
   });
+  RunCounters sent = counters;
+  if (everyone_holds_it) sent.sync_state.clear();  // decoded as "keep your own"
   const auto parts =
-      comm.all_gather_bytes(comm.rank() == root ? encode_counters(counters, opt) : "", max_counter_bytes(params));
+      comm.all_gather_bytes(comm.rank() == root ? encode_counters(sent, opt) : "", max_counter_bytes(params));
   for (int r = 0; r < comm.world(); ++r)
     if (r != root && !parts[size_t(r)].empty())
       throw RuntimeError("ring member " + std::to_string(r) + " sent a state it does not hold; every rank must run the same ringtrain build");

@@ -27,6 +27,8 @@ struct RunCounters {
 // (--sync grad) each Muon matrix's buffers come from the member that owned (updated) it in
 // the ring the state comes from, or are zero when that rank is gone (its momentum restarts);
 // otherwise every rank ran all of Muon and they come from the lowest stateful member too.
+// When every member holds the state (no rank joins), only the sharded Muon buffers move:
+// the rest is the same on all of them already, and each keeps its own sync state.
 // Does nothing when no member has state (a fresh start: every rank initialised the same
 // parameters from the seed). Collective: every member calls it.
 void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool muon_sharded,

@@ -5,7 +5,7 @@
 #
 #   sudo tools/bench_scaling.sh [--steps 16] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR] [--key FILE|new]
 #                               [--baseline-bin PATH] [--compare-only [--repeat N]]
-#                               [--slow-link [--netem ARGS] [--link-emulator]]
+#                               [--slow-link [--netem ARGS] [--link-emulator] [--slow-runs LIST]]
 #
 # --key adds a row of --sync grad with the job key (CURVE), next to the plaintext one.
 # --baseline-bin runs the --sync grad row a second time with another ringtrain binary (e.g.
@@ -35,7 +35,9 @@
 #   2 ranks, --sync diloco --sync-every 8 --sync-overlap --overlap-steps 8 (the average may
 #     take all 8 steps to travel) with --wire f32, bf16 and int8, and int8 with 1 step;
 #   2 ranks, --sync avg --sync-every 8 --sync-overlap --overlap-steps 8 --wire int8;
-# and prints tok/s against 1 rank and the bytes rank 0 sends per sync. On a kernel without
+# and prints tok/s against 1 rank and the bytes rank 0 sends per sync. --slow-runs picks some
+# of the 2-rank runs, as "SYNC WIRE OVERLAP-STEPS" separated by commas, e.g.
+# --slow-runs "diloco int8 8,avg int8 8". On a kernel without
 # sch_netem (or with --link-emulator), hosts.sh joins the two hosts through its userspace
 # link emulator instead, with the same rate, round trip and loss (build it first: `meson
 # compile -C build` makes build/tools/netns/link-emulator). --netem none keeps only the rate
@@ -48,7 +50,7 @@ fi
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-steps=16 warmup=2 depth=8 rate="" data="" gloo_timeout=60 key="" baseline_bin="" compare_only=0 repeat=3 slow=0 netem="" emulate=""
+steps=16 warmup=2 depth=8 rate="" data="" gloo_timeout=60 key="" baseline_bin="" compare_only=0 repeat=3 slow=0 netem="" emulate="" slow_runs="diloco f32 8,diloco bf16 8,diloco int8 1,diloco int8 8,avg int8 8"
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
@@ -64,6 +66,7 @@ while [ $# -gt 0 ]; do
     --slow-link) slow=1; shift ;;
     --netem) netem=$2; shift 2 ;;
     --link-emulator) emulate=--link-emulator; shift ;;
+    --slow-runs) slow_runs=$2; shift 2 ;;
     *) echo "bench_scaling: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -188,8 +191,10 @@ PY
   echo "slow link: $rate, netem '$netem' ($link); d$depth; steps $steps after $warmup warm-up"
   printf '\n| run | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank | MB sent per sync (rank 0) |\n|---|---|---|---|---|\n'
   printf '| ringtrain, 1 rank | %s | - | 1.00x | - |\n' "${rt1% *}"
-  for run in "diloco f32 8" "diloco bf16 8" "diloco int8 1" "diloco int8 8" "avg int8 8"; do
+  IFS=, read -r -a runs <<<"$slow_runs"
+  for run in "${runs[@]}"; do
     set -- $run
+    [ $# = 3 ] || { echo "bench_scaling: --slow-runs wants 'SYNC WIRE OVERLAP-STEPS', got '$run'" >&2; exit 2; }
     res=$(run_rt "slow-$1-$2-$3" 2 --sync "$1" --sync-every 8 --sync-overlap --overlap-steps "$3" --wire "$2" --insecure)
     printf '| 2 ranks, --sync %s --sync-every 8 --sync-overlap --overlap-steps %s --wire %s | %s | %s | %s | %s |\n' "$1" "$3" "$2" \
       "${res% *}" "${res#* }" "$(ratio "$res" "$rt1")" "$(bytes_per_sync "$work/slow-$1-$2-$3/metrics.jsonl")"

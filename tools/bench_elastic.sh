@@ -18,8 +18,11 @@
 #   next step   the survivors' first completed step after the kill: due within
 #               --peer-timeout + 5 s
 #   joined      the restarted rank received the job's state (parameters, optimizer, loader)
-#   in step     the first step completed with it: due within the time to send the state at
-#               line rate (its size is printed) + 5 s
+#   in step     the first step completed with it (its start-up, the end of the step the
+#               live ranks were in, the state, and one whole step of the bigger ring)
+#   paused      what the rejoin costs the job: the live ranks' pause between two steps, the
+#               ring's forming plus sending the state (rank 0's log): due within the time to
+#               send the state at line rate (its size is printed) + 5 s
 # Nothing else should run on the machine meanwhile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -119,7 +122,11 @@ printf '| kill -> ring re-formed, state shared | %s | | |\n' "$(since "$t_kill" 
 printf '| kill -> survivors complete a step | %s | %s (peer timeout + 5) | %s |\n' "$next_s" "$((peer_timeout + 5))" \
   "$(verdict "$next_s" "$((peer_timeout + 5))")"
 printf '| restart -> state received | %s | | |\n' "$(since "$t_restart" "$t_joined")"
-printf '| restart -> step with it complete | %s | %s (%.0f MB at %s + 5) | %s |\n' "$in_s" \
+# What the rejoin costs the job: the live ranks stop training from the end of their step
+# until the ring with the new rank has formed and the state is sent (rank 0's log says both).
+stall=$(grep -m1 'ring of epoch 2' "$work/r0.log" | "$py" -c "import re,sys; m=re.search(r'formed in ([0-9.]+) s, state shared in ([0-9.]+) s', sys.stdin.read()); print('%.1f' % (float(m.group(1)) + float(m.group(2))) if m else 'never')")
+printf '| restart -> step with it complete | %s | | |\n' "$in_s"
+printf '| rejoin: live ranks paused (ring formed + state sent) | %s | %s (%.0f MB at %s + 5) | %s |\n' "$stall" \
   "$("$py" -c "print('%.1f' % ($line_s + 5))")" "$("$py" -c "print($state_bytes / 1e6)")" "$rate" \
-  "$(verdict "$in_s" "$("$py" -c "print($line_s + 5)")")"
+  "$(verdict "$stall" "$("$py" -c "print($line_s + 5)")")"
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $cores cores"

@@ -35,7 +35,9 @@
 #   2 ranks, --sync diloco --sync-every 8 --sync-overlap --overlap-steps 8 (the average may
 #     take all 8 steps to travel) with --wire f32, bf16 and int8, and int8 with 1 step;
 #   2 ranks, --sync avg --sync-every 8 --sync-overlap --overlap-steps 8 --wire int8;
-# and prints tok/s against 1 rank and the bytes rank 0 sends per sync. --slow-runs picks some
+# and prints tok/s against 1 rank and the bytes rank 0 sends per sync. Every run trains 8
+# steps more than it measures, so that its final wait for the last average (once per run)
+# stays out of the rate. --slow-runs picks some
 # of the 2-rank runs, as "SYNC WIRE OVERLAP-STEPS" separated by commas, e.g.
 # --slow-runs "diloco int8 8,avg int8 8". On a kernel without
 # sch_netem (or with --link-emulator), hosts.sh joins the two hosts through its userspace
@@ -70,7 +72,11 @@ while [ $# -gt 0 ]; do
     *) echo "bench_scaling: unknown option $1" >&2; exit 2 ;;
   esac
 done
+tail=0
 if [ "$slow" = 1 ]; then
+  # 8 more steps after the measured ones: a run ends by waiting for its last average, a
+  # one-off that a long run pays once; this keeps it out of the steady-state rate.
+  tail=8
   rate=${rate:-100mbit} netem=${netem:-delay 10ms loss 0.05%}
   [ "$netem" = none ] && netem=""  # the rate only (tbf)
 else
@@ -104,7 +110,7 @@ in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"
 # metrics file (ringtrain) or a JSON-lines stdout (PyTorch). Tokens / time: from rank 0's
 # clock (elapsed_s) where the records have it (with avg the ranks run free between
 # syncs, so per-step times say little), else the harmonic mean of the per-step rates.
-throughput() { "$py" tools/metrics_rate.py "$1" "$warmup"; }
+throughput() { "$py" tools/metrics_rate.py "$1" "$warmup" "$steps"; }
 
 # Mean bytes_sent per step of rank 0 after the warm-up, in MB (10^6 bytes).
 bytes_per_step() {
@@ -119,7 +125,7 @@ PY
 # A / B of two tok/s results ("tok/s comm_s"), as 1.23x.
 ratio() { "$py" -c "import sys; a=sys.argv[1].split()[0]; b=sys.argv[2].split()[0]; print('%.2fx' % (float(a)/float(b)) if a not in '-' and b not in '-' else '-')" "$1" "$2" 2>/dev/null || echo -; }
 
-common=(train --data "$data" --depth "$depth" --seq-len 1024 --device-batch 2 --steps 1000 --stop-after "$((steps + warmup))"
+common=(train --data "$data" --depth "$depth" --seq-len 1024 --device-batch 2 --steps 1000 --stop-after "$((steps + warmup + tail))"
         --eval-every 0 --eval-tokens 1024 --threads 1 --no-progress)
 run_rt() {  # name, then extra flags; 0 ranks means one process without --peers
   local name=$1 world=$2; shift 2
@@ -198,6 +204,10 @@ PY
     res=$(run_rt "slow-$1-$2-$3" 2 --sync "$1" --sync-every 8 --sync-overlap --overlap-steps "$3" --wire "$2" --insecure)
     printf '| 2 ranks, --sync %s --sync-every 8 --sync-overlap --overlap-steps %s --wire %s | %s | %s | %s | %s |\n' "$1" "$3" "$2" \
       "${res% *}" "${res#* }" "$(ratio "$res" "$rt1")" "$(bytes_per_sync "$work/slow-$1-$2-$3/metrics.jsonl")"
+  done
+  # The emulator runs on the same two cores as the ranks: what it took from them.
+  for pid in $(ip netns pids "${prefix}sw" 2>/dev/null); do
+    awk -v t="$(getconf CLK_TCK)" '{printf "link emulator: %.1f s of CPU over the whole benchmark\n", ($14 + $15) / t}' "/proc/$pid/stat"
   done
   exit 0
 fi

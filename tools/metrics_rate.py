@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Throughput of a training run, for the benchmark scripts:
 
-    /usr/bin/python3 tools/metrics_rate.py METRICS.jsonl|STDOUT.log WARMUP
+    /usr/bin/python3 tools/metrics_rate.py METRICS.jsonl|STDOUT.log WARMUP [COUNT]
 
-prints "TOK_PER_S COMM_S": tokens / time over the step records after the first WARMUP, and
+prints "TOK_PER_S COMM_S": tokens / time over the step records after the first WARMUP (the
+next COUNT of them when given, e.g. to leave out the wait for the last average), and
 the mean network time per step not hidden by compute. Tokens / time come from rank 0's
 clock (elapsed_s) where the records have it (with avg the ranks run free between syncs, so
 per-step times say little), else the harmonic mean of the per-step rates (PyTorch's
@@ -19,6 +20,8 @@ for line in open(sys.argv[1]):
             recs.append(r)
 warm = int(sys.argv[2])
 before, recs = recs[warm - 1] if warm > 0 else None, recs[warm:]
+if len(sys.argv) > 3:
+    recs = recs[:int(sys.argv[3])]
 if not recs:
     print("-"); sys.exit()
 if before and "elapsed_s" in before:

@@ -118,6 +118,15 @@ Membership decide(const std::map<int, MemberState>& states) {
 // that does not answer is Unsure until it is certainly gone: nothing listens on its port
 // (twice in a row), or it has been silent for the peer timeout. A slow rank is never taken
 // for a gone one sooner: two lobbies that each thought the other gone would form two rings.
+// How long one request waits for its answer after `unanswered` requests in a row went
+// unanswered. A request that reaches a rank just as it swaps its ring for a lobby (or back)
+// is lost with the closing socket and never answered: the first try gives up soon and asks
+// again. Later tries wait the whole probe timeout, so a rank that is merely slow to answer
+// still gets it (and is never taken for a gone one any sooner).
+double attempt_timeout(const RendezvousOptions& o, int unanswered) {
+  return unanswered == 0 ? std::min(0.5, o.probe_timeout_s) : o.probe_timeout_s;
+}
+
 struct PeerView {
   enum Seen { Unsure, Absent, Other, Running, Lobby } seen = Unsure;
   int64_t epoch = -1;
@@ -253,7 +262,7 @@ class Probes {
  private:
   void run(int p) {
     auto last_answer = start_;
-    int refusals = 0;
+    int refusals = 0, unanswered = 0;
     while (!stop_) {
       PeerView v;
       // Once nothing listened on the port, look there first: a dead rank's port refuses at
@@ -263,9 +272,10 @@ class Probes {
         if (++refusals >= 2) v.seen = PeerView::Absent;
       } else {
         try {
-          v = parse_status(request(o_.peers[size_t(p)].text(), "elastic status", o_.probe_timeout_s, o_.key));
-          last_answer = Clock::now(), refusals = 0;
+          v = parse_status(request(o_.peers[size_t(p)].text(), "elastic status", attempt_timeout(o_, unanswered), o_.key));
+          last_answer = Clock::now(), refusals = 0, unanswered = 0;
         } catch (const std::exception&) {
+          ++unanswered;
           refusals = nothing_listens(o_.peers[size_t(p)]) ? refusals + 1 : 0;
           if (refusals >= 2 || seconds_since(last_answer) >= o_.silent_timeout_s) v.seen = PeerView::Absent;
         }
@@ -285,9 +295,9 @@ class Probes {
   std::vector<std::thread> threads_;
 };
 
-std::optional<std::string> ask(const RendezvousOptions& o, int p, const std::string& text) {
+std::optional<std::string> ask(const RendezvousOptions& o, int p, const std::string& text, int unanswered = 1) {
   try {
-    return request(o.peers[size_t(p)].text(), text, o.probe_timeout_s, o.key);
+    return request(o.peers[size_t(p)].text(), text, attempt_timeout(o, unanswered), o.key);
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -320,6 +330,7 @@ Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
   Probes probes(o);
   const auto start = Clock::now();
   auto last_join_ask = Clock::time_point{};
+  int checkins_unanswered = 0;
   while (true) {
     if (seconds_since(start) > o.timeout_s)
       throw RuntimeError("the ranks did not agree on a new ring within " + std::to_string(int(o.timeout_s)) +
@@ -348,9 +359,12 @@ Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
       continue;
     }
     if (present.front() != o.rank) {
-      if (auto reply = ask(o, present.front(), encode_checkin(o.rank, mine))) {
+      if (auto reply = ask(o, present.front(), encode_checkin(o.rank, mine), checkins_unanswered)) {
+        checkins_unanswered = 0;
         auto m = decode_go(words(*reply), world);
         if (m && m->index_of(o.rank) >= 0) return *m;
+      } else {
+        ++checkins_unanswered;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;

@@ -88,7 +88,8 @@ bash tools/setup.sh --no-build reference netns || exit 1
 work=$(mktemp -d /tmp/rt-scaling.XXXXXX)
 prefix=rtsc$$
 hosts() { bash tools/netns/hosts.sh "$@"; }
-cleanup() { hosts down "$prefix" 2 >/dev/null 2>&1; }
+# The runs' checkpoints are GBs at d8: removed at the end (RINGTRAIN_KEEP_BENCH=1 keeps them).
+cleanup() { hosts down "$prefix" 2 >/dev/null 2>&1; [ "${RINGTRAIN_KEEP_BENCH:-0}" = 1 ] || rm -rf "$work"; }
 trap cleanup EXIT
 if [ -z "$data" ]; then
   data=data/kdoc-32768

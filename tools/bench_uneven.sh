@@ -44,7 +44,7 @@ else
   echo "bench_uneven: no cgroup cpu controller under $root" >&2; exit 2
 fi || { echo "bench_uneven: cannot make a cgroup with a CPU quota ($cg)" >&2; rmdir "$cg" 2>/dev/null; exit 1; }
 work=$(mktemp -d /tmp/rt-uneven.XXXXXX)
-cleanup() { for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; sleep 0.2; rmdir "$cg" 2>/dev/null; }
+cleanup() { for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done; sleep 0.2; rmdir "$cg" 2>/dev/null; [ "${RINGTRAIN_KEEP_BENCH:-0}" = 1 ] || rm -rf "$work"; }
 trap cleanup EXIT
 if [ -z "$data" ]; then
   bash tools/setup.sh --no-build || exit 1

@@ -114,10 +114,6 @@ Membership decide(const std::map<int, MemberState>& states) {
   return m;
 }
 
-// What this process knows of another rank, from its answers to "elastic status". A rank
-// that does not answer is Unsure until it is certainly gone: nothing listens on its port
-// (twice in a row), or it has been silent for the peer timeout. A slow rank is never taken
-// for a gone one sooner: two lobbies that each thought the other gone would form two rings.
 // How long one request waits for its answer after `unanswered` requests in a row went
 // unanswered. A request that reaches a rank just as it swaps its ring for a lobby (or back)
 // is lost with the closing socket and never answered: the first try gives up soon and asks
@@ -127,6 +123,10 @@ double attempt_timeout(const RendezvousOptions& o, int unanswered) {
   return unanswered == 0 ? std::min(0.5, o.probe_timeout_s) : o.probe_timeout_s;
 }
 
+// What this process knows of another rank, from its answers to "elastic status". A rank
+// that does not answer is Unsure until it is certainly gone: nothing listens on its port
+// (twice in a row), or it has been silent for the peer timeout. A slow rank is never taken
+// for a gone one sooner: two lobbies that each thought the other gone would form two rings.
 struct PeerView {
   enum Seen { Unsure, Absent, Other, Running, Lobby } seen = Unsure;
   int64_t epoch = -1;

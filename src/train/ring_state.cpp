@@ -31,7 +31,7 @@ std::vector<int> muon_sources(const net::Membership& ring, bool sharded, const m
   return source;
 }
 
-std::string encode_counters(const RunCounters& c, const optim::MuonAdamW& opt) {
+std::string encode_counters(const RunCounters& c, const std::string& sync_state, const optim::MuonAdamW& opt) {
   io::StateWriter w;
   auto& s = w.scalars(kComponent);
   s["step"] = c.step;
@@ -43,7 +43,7 @@ std::string encode_counters(const RunCounters& c, const optim::MuonAdamW& opt) {
   // The counters' state file, after its length (8 bytes, little-endian), then the sync state.
   const std::string head = w.bytes();
   const uint64_t n = head.size();
-  return std::string(reinterpret_cast<const char*>(&n), sizeof n) + head + c.sync_state;
+  return std::string(reinterpret_cast<const char*>(&n), sizeof n) + head + sync_state;
 }
 
 void decode_counters(const std::string& bytes, const std::string& what, RunCounters& c, optim::MuonAdamW& opt) {
@@ -87,10 +87,11 @@ void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool
     if (from < 0) std::fill(data, data + count, 0.0f);
     else comm.broadcast(data, count, from);
   });
-  RunCounters sent = counters;
-  if (everyone_holds_it) sent.sync_state.clear();  // decoded as "keep your own"
-  const auto parts =
-      comm.all_gather_bytes(comm.rank() == root ? encode_counters(sent, opt) : "", max_counter_bytes(params));
+  // No sync state is decoded as "keep your own". (Both branches lvalues: no copy of the state.)
+  static const std::string no_sync_state;
+  const std::string& sync_state = everyone_holds_it ? no_sync_state : counters.sync_state;
+  const auto parts = comm.all_gather_bytes(comm.rank() == root ? encode_counters(counters, sync_state, opt) : "",
+                                           max_counter_bytes(params));
   for (int r = 0; r < comm.world(); ++r)
     if (r != root && !parts[size_t(r)].empty())
       throw RuntimeError("ring member " + std::to_string(r) + " sent a state it does not hold; every rank must run the same ringtrain build");

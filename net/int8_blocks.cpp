@@ -40,11 +40,42 @@ bool for_each_decoded(const void* src, size_t n, F&& f) {
     float scale;
     if (!load_scale(src, b, scale)) return false;
     const size_t end = std::min(n, begin + kInt8Block);
-    for (size_t i = begin; i < end; ++i) {
-      if (q[i] == -128) return false;
-      f(i, static_cast<float>(q[i]) * scale);
-    }
+    int lowest = 0;  // checked for the whole block first (-128 is out of range), so that both loops vectorise
+    for (size_t i = begin; i < end; ++i) lowest = std::min(lowest, int{q[i]});
+    if (lowest == -128) return false;
+    for (size_t i = begin; i < end; ++i) f(i, static_cast<float>(q[i]) * scale);
   }
+  return true;
+}
+
+// A block of finite values (the common case) in loops the compiler vectorises: the largest
+// magnitude, then round-to-nearest-even by adding and subtracting 1.5 * 2^23 (exact for
+// |y| <= 127.x, and the same bits as std::nearbyint in the default rounding mode).
+bool encode_finite_block(const float* x, size_t n, float* scale_out, int8_t* q, float* decoded, float* error) {
+  // The magnitudes' bit patterns order as the magnitudes do, and an integer maximum
+  // vectorises where a float one (NaN-aware) does not; infinity and NaN lie above every finite one.
+  uint32_t amax_bits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    amax_bits = std::max(amax_bits, bits & 0x7fffffffu);
+  }
+  if (amax_bits >= 0x7f800000u) return false;
+  float amax;
+  std::memcpy(&amax, &amax_bits, sizeof amax);
+  const float scale = std::min(amax / 127.0f, kMaxScale);
+  const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  for (size_t i = 0; i < n; ++i) {
+    const float r = std::clamp((x[i] * inv + kRound) - kRound, -127.0f, 127.0f);
+    q[i] = static_cast<int8_t>(r);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const float d = static_cast<float>(q[i]) * scale;
+    if (error) error[i] = x[i] - d;
+    if (decoded) decoded[i] = d;
+  }
+  *scale_out = scale;
   return true;
 }
 
@@ -54,16 +85,21 @@ void encode_int8(const float* src, size_t n, void* dst, float* decoded, float* e
   auto* q = reinterpret_cast<int8_t*>(static_cast<char*>(dst) + int8_blocks(n) * sizeof(float));
   for (size_t b = 0, begin = 0; begin < n; ++b, begin += kInt8Block) {
     const size_t end = std::min(n, begin + kInt8Block);
-    const float scale = block_scale(src + begin, end - begin);
-    std::memcpy(static_cast<char*>(dst) + b * sizeof(float), &scale, sizeof(float));
-    const float inv = scale > 0 ? 1.0f / scale : 0.0f;
-    for (size_t i = begin; i < end; ++i) {
-      const float x = src[i];
-      q[i] = quantize(x, inv);
-      const float d = static_cast<float>(q[i]) * scale;
-      if (error) error[i] = x - d;
-      if (decoded) decoded[i] = d;
+    float scale;
+    if (!encode_finite_block(src + begin, end - begin, &scale, q + begin, decoded ? decoded + begin : nullptr,
+                             error ? error + begin : nullptr)) {
+      // A block with NaN or infinity: value by value.
+      scale = block_scale(src + begin, end - begin);
+      const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+      for (size_t i = begin; i < end; ++i) {
+        const float x = src[i];
+        q[i] = quantize(x, inv);
+        const float d = static_cast<float>(q[i]) * scale;
+        if (error) error[i] = x - d;
+        if (decoded) decoded[i] = d;
+      }
     }
+    std::memcpy(static_cast<char*>(dst) + b * sizeof(float), &scale, sizeof(float));
   }
 }
 

@@ -11,9 +11,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ringtrain/net/communicator.hpp"
+
 namespace rt::net {
 
-constexpr size_t kInt8Block = 64;
+constexpr size_t kInt8Block = kInt8BlockValues;
 
 constexpr size_t int8_blocks(size_t n) { return (n + kInt8Block - 1) / kInt8Block; }
 constexpr size_t int8_encoded_bytes(size_t n) { return int8_blocks(n) * sizeof(float) + n; }

@@ -60,13 +60,21 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
   if (!bounds.empty() && (bounds.size() != static_cast<size_t>(N) + 1 || bounds[0] != 0 || bounds[N] != n ||
                           !std::is_sorted(bounds.begin(), bounds.end())))
     throw RuntimeError("ring collective: segment bounds do not cover the buffer in rank order (internal error)");
+  // int8 blocks lie on the buffer's grid of kInt8Block values (data[64k, 64k + 64) share a
+  // scale), so that a caller can give each group of values blocks of its own: even segments
+  // start on the grid, and chunks are whole blocks.
+  auto on_grid = [&](int segment) {
+    return segment == N ? n : shard_range(n, N, segment).begin / kInt8Block * kInt8Block;
+  };
   auto segment_range = [&](int segment) {
-    return bounds.empty() ? shard_range(n, N, segment) : ShardRange{bounds[segment], bounds[segment + 1]};
+    if (!bounds.empty()) return ShardRange{bounds[segment], bounds[segment + 1]};
+    return int8 ? ShardRange{on_grid(segment), on_grid(segment + 1)} : shard_range(n, N, segment);
   };
   const bool bf16 = wire == Wire::Bf16;
   const size_t elem_bytes = bf16 ? 2 : 4;
   auto wire_bytes = [&](size_t elems) { return int8 ? int8_encoded_bytes(elems) : elems * elem_bytes; };
-  const size_t chunk_elems = std::max<size_t>(1, t.options().chunk_bytes / 4);
+  size_t chunk_elems = std::max<size_t>(1, t.options().chunk_bytes / 4);
+  if (int8) chunk_elems = (chunk_elems + kInt8Block - 1) / kInt8Block * kInt8Block;
   size_t largest_segment = 0;
   for (int q = 0; q < N; ++q) largest_segment = std::max(largest_segment, segment_range(q).size());
   const size_t C = std::max<size_t>(1, (largest_segment + chunk_elems - 1) / chunk_elems);  // chunks per step

@@ -21,6 +21,11 @@ void StateWriter::floats(const std::string& name, const std::vector<float>& v) {
   floats(name, v.data(), {int64_t(v.size())});
 }
 
+void StateWriter::floats(const std::string& name, std::vector<float>&& v) {
+  owned_floats_.push_back(std::move(v));
+  floats(name, owned_floats_.back());
+}
+
 void StateWriter::int64s(const std::string& name, std::vector<int64_t> values) {
   owned_.push_back(std::move(values));
   tensors_.push_back({name, DType::I64, {int64_t(owned_.back().size())}, owned_.back().data()});

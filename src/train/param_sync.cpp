@@ -11,7 +11,30 @@ namespace rt::train {
 ParamSync::ParamSync(net::Communicator& comm, net::Wire wire, model::ParamSet& params, double my_weight,
                      float outer_lr, float outer_momentum)
     : comm_(comm), wire_(wire), params_(params), weight_(my_weight), outer_lr_(outer_lr),
-      outer_momentum_(outer_momentum) {}
+      outer_momentum_(outer_momentum) {
+  if (!compressed()) {  // the arena as it is
+    spans_.push_back({0, 0, params_.size()});
+    wire_size_ = params_.size();
+    return;
+  }
+  // int8: every tensor starts a block of its own on the wire (zeros between), so that a
+  // few scalars or a small gate never share a scale with a matrix's values, whose changes
+  // are of another size and would round theirs to nothing.
+  const int64_t block = int64_t(net::kInt8BlockValues);
+  for (const auto& t : params_.all()) {
+    spans_.push_back({t.offset, wire_size_, t.numel});
+    wire_size_ += (t.numel + block - 1) / block * block;
+  }
+}
+
+// f(arena index, wire index) for every parameter value, in parallel.
+template <class F>
+void ParamSync::for_each_value(F&& f) const {
+  for (const Span& s : spans_) {
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < s.size; ++j) f(s.at + j, s.wire_at + j);
+  }
+}
 
 ParamSync::~ParamSync() {
   if (!in_flight()) return;
@@ -21,19 +44,27 @@ ParamSync::~ParamSync() {
   worker_.join();
 }
 
-void ParamSync::fill_send_buffer(const float* p) {
-  const int64_t n = params_.size();
+// One pass over the parameters (GBs at d8: every pass costs the compute it shares a core
+// with), also copying them to snapshot when it is not null.
+void ParamSync::fill_send_buffer(const float* p, float* snapshot) {
   const float w = float(weight_);
-  buf_.resize(size_t(n));
+  if (buf_.size() != size_t(wire_size_)) buf_.assign(size_t(wire_size_), 0.0f);  // the gaps stay 0
+  float* buf = buf_.data();
   if (!compressed()) {  // w * p: this rank's share of the weighted average
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) buf_[size_t(i)] = p[i] * w;
+    for_each_value([&](int64_t i, int64_t k) {
+      if (snapshot) snapshot[i] = p[i];
+      buf[k] = p[i] * w;
+    });
     return;
   }
   // int8: this rank's share of the change since the common point, plus the error it left
   // out last time.
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) buf_[size_t(i)] = (p[i] - anchor_[size_t(i)]) * w + error_[size_t(i)];
+  const float* anchor = anchor_.data();
+  const float* error = error_.data();
+  for_each_value([&](int64_t i, int64_t k) {
+    if (snapshot) snapshot[i] = p[i];
+    buf[k] = (p[i] - anchor[i]) * w + error[k];
+  });
 }
 
 // The same bits on every rank: the weighted average, or with int8 its change from the
@@ -43,7 +74,7 @@ void ParamSync::all_reduce_buffer() {
 }
 
 void ParamSync::begin() {
-  if (compressed() && error_.empty()) error_.assign(size_t(params_.size()), 0.0f);
+  if (compressed() && error_.empty()) error_.assign(size_t(wire_size_), 0.0f);
   if ((!outer() && !compressed()) || !anchor_.empty()) return;  // none needed, or a checkpoint brought it
   anchor_.assign(params_.data(), params_.data() + params_.size());
   if (outer()) {
@@ -56,16 +87,15 @@ void ParamSync::begin() {
 }
 
 void ParamSync::sync() {
-  fill_send_buffer(params_.data());
+  fill_send_buffer(params_.data(), nullptr);
   all_reduce_buffer();
   apply(false);
 }
 
 void ParamSync::start() {
   if (in_flight()) throw RuntimeError("parameter average started twice (internal error)");
-  const int64_t n = params_.size();
-  snapshot_.assign(params_.data(), params_.data() + n);
-  fill_send_buffer(snapshot_.data());
+  snapshot_.resize(size_t(params_.size()));
+  fill_send_buffer(params_.data(), snapshot_.data());
   worker_error_ = nullptr;
   worker_ = std::thread([this] {
     try {
@@ -83,40 +113,43 @@ void ParamSync::finish() {
   apply(true);
 }
 
+// One pass: the average (int8: the common point plus the decoded change), diloco's outer
+// step, then the parameters (plus the local progress since the snapshot when overlapped).
 void ParamSync::apply(bool overlapped) {
   const int64_t n = params_.size();
+  const bool int8 = compressed(), outer_step = outer();
+  if ((int8 || outer_step) && anchor_.size() != size_t(n))
+    throw RuntimeError("parameter average: no anchor; ParamSync::begin() was not called (internal error)");
   float* p = params_.data();
-  if (compressed()) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) buf_[size_t(i)] += anchor_[size_t(i)];
-  }
-  if (outer()) {
-    if (anchor_.size() != size_t(n)) throw RuntimeError("diloco: no anchor; ParamSync::begin() was not called (internal error)");
-    const float lr = outer_lr_, mu = outer_momentum_;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const float delta = anchor_[size_t(i)] - buf_[size_t(i)];
-      const float m = mu * momentum_[size_t(i)] + delta;
-      momentum_[size_t(i)] = m;
-      const float a = anchor_[size_t(i)] - lr * (delta + mu * m);
-      anchor_[size_t(i)] = a;
-      buf_[size_t(i)] = a;
+  const float* buf = buf_.data();
+  const float* snapshot = overlapped ? snapshot_.data() : nullptr;
+  float* anchor = anchor_.data();
+  float* momentum = momentum_.data();
+  const float lr = outer_lr_, mu = outer_momentum_;
+  for_each_value([&](int64_t i, int64_t k) {
+    const float average = int8 ? anchor[i] + buf[k] : buf[k];
+    float next = average;
+    if (outer_step) {
+      const float delta = anchor[i] - average;
+      const float m = mu * momentum[i] + delta;
+      momentum[i] = m;
+      next = anchor[i] - lr * (delta + mu * m);
+      anchor[i] = next;
+    } else if (int8) {
+      anchor[i] = average;  // the next sync sends the change from this average
     }
-  } else if (compressed()) {
-    anchor_ = buf_;  // the next sync sends the change from this average
-  }
-  if (!overlapped) {
-    std::memcpy(p, buf_.data(), size_t(n) * sizeof(float));
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) p[i] = buf_[size_t(i)] + (p[i] - snapshot_[size_t(i)]);
+    p[i] = snapshot ? next + (p[i] - snapshot[i]) : next;
+  });
 }
 
 void ParamSync::save_state(io::StateWriter& out, const std::string& component) const {
   if (!anchor_.empty()) out.floats(component + ".anchor", anchor_);
   if (!momentum_.empty()) out.floats(component + ".momentum", momentum_);
-  if (!error_.empty()) out.floats(component + ".error", error_);
+  if (error_.empty()) return;
+  // In the arena's layout (the wire's gaps hold nothing), as every version has saved it.
+  std::vector<float> error(size_t(params_.size()));
+  for_each_value([&](int64_t i, int64_t k) { error[size_t(i)] = error_[size_t(k)]; });
+  out.floats(component + ".error", std::move(error));
 }
 
 void ParamSync::load_state(const io::StateReader& in, const std::string& component) {
@@ -130,7 +163,10 @@ void ParamSync::load_state(const io::StateReader& in, const std::string& compone
   if (!e.empty()) in.floats(component + ".error", e);
   anchor_ = std::move(a);
   momentum_ = std::move(m);
-  error_ = std::move(e);
+  error_.clear();
+  if (e.empty()) return;
+  error_.assign(size_t(wire_size_), 0.0f);
+  for_each_value([&](int64_t i, int64_t k) { error_[size_t(k)] = e[size_t(i)]; });
 }
 
 }  // namespace rt::train

@@ -21,6 +21,8 @@ class StateWriter {
   // The floats are not copied: they must stay alive and unchanged until bytes()/write().
   void floats(const std::string& name, const float* data, std::vector<int64_t> shape);
   void floats(const std::string& name, const std::vector<float>& v);
+  // A temporary (e.g. a state laid out for saving) is kept by the writer instead.
+  void floats(const std::string& name, std::vector<float>&& v);
   // Small integer arrays are copied.
   void int64s(const std::string& name, std::vector<int64_t> values);
   // The component's scalars: scalars(component)[key] = value.
@@ -34,6 +36,7 @@ class StateWriter {
   std::map<std::string, std::string> metadata() const;
   std::vector<TensorRef> tensors_;
   std::deque<std::vector<int64_t>> owned_;  // stable addresses for the copied integers
+  std::deque<std::vector<float>> owned_floats_;
   nlohmann::json scalars_ = nlohmann::json::object();
 };
 

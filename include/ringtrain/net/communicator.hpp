@@ -39,6 +39,8 @@ enum class ValueOp { Sum, Min, Max };
 // the rounding error each rank made comes back to it (all_reduce's residual).
 // The values are the header's wire field: keep them.
 enum class Wire : uint8_t { F32 = 0, Bf16 = 1, Int8 = 2 };
+// Values per int8 block (one scale each).
+constexpr size_t kInt8BlockValues = 64;
 
 const char* wire_name(Wire w);
 // "f32", "bf16" or "int8"; throws rt::UsageError otherwise.
@@ -128,7 +130,9 @@ class Communicator {
   // With Wire::Int8 the result is the sum (or average) of the ranks' data minus the
   // rounding errors, and `residual` (n floats, or null to drop them) receives this rank's
   // share of those errors: add it to the next call's data (error feedback) and, summed over
-  // calls, nothing is lost. The other collectives take f32 or bf16 only.
+  // calls, nothing is lost. Its blocks lie on a fixed grid, data[64k, 64k + 64) (kInt8BlockValues):
+  // values laid out so that each group starts on a multiple of 64 get scales of their own.
+  // The other collectives take f32 or bf16 only.
   void all_reduce(float* data, size_t n, ReduceOp op = ReduceOp::Sum, Wire wire = Wire::F32,
                   float* residual = nullptr);
   // After it, data[shard_range(n, world, rank)] holds the reduced values; the rest of data

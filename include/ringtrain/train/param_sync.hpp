@@ -8,8 +8,8 @@
 // Each rank keeps its own optimizer state (as in local SGD and DiLoCo).
 //
 // With int8 on the wire (--wire int8) the ranks send their change since the last common
-// point A (diloco's anchor; for avg, the last average): x = w * (p - A) + e, where e is the
-// rounding error this rank's part of the last all-reduce left out (error feedback, kept in
+// point A (diloco's anchor; for avg, the last average), each tensor in int8 blocks of its
+// own: x = w * (p - A) + e, where e is the rounding error this rank's part of the last all-reduce left out (error feedback, kept in
 // the checkpoint). The all-reduce returns the same decoded sum S on every rank and each
 // rank's new e; the average is A + S, so the replicas stay bit-identical, and over many
 // syncs the rounding errors cancel instead of accumulating.
@@ -63,10 +63,12 @@ class ParamSync {
  private:
   bool outer() const { return !(outer_lr_ == 1.0f && outer_momentum_ == 0.0f); }
   bool compressed() const { return wire_ == net::Wire::Int8; }
-  // buf_ = what this rank sends for parameters p; then the all-reduce of buf_ (network
-  // only, so that it can run on the worker thread).
-  void fill_send_buffer(const float* p);
+  // buf_ = what this rank sends for parameters p (copied to snapshot unless null); then
+  // the all-reduce of buf_ (network only, so that it can run on the worker thread).
+  void fill_send_buffer(const float* p, float* snapshot);
   void all_reduce_buffer();
+  template <class F>
+  void for_each_value(F&& f) const;
 
   net::Communicator& comm_;
   net::Wire wire_;
@@ -77,8 +79,16 @@ class ParamSync {
   // for diloco; adds p - snapshot_ first when the average was overlapped.
   void apply(bool overlapped);
 
-  std::vector<float> buf_, anchor_, momentum_;
-  std::vector<float> error_;     // int8: this rank's rounding error of the last sync
+  // Where each tensor's values go in buf_ (the wire's layout): the arena as it is, or with
+  // int8 every tensor from a block boundary on.
+  struct Span {
+    int64_t at, wire_at, size;
+  };
+  std::vector<Span> spans_;
+  int64_t wire_size_ = 0;
+  std::vector<float> buf_;  // wire layout
+  std::vector<float> anchor_, momentum_;
+  std::vector<float> error_;     // int8: this rank's rounding error of the last sync (wire layout)
   std::vector<float> snapshot_;  // the parameters start() averaged (overlap only)
   std::thread worker_;
   std::exception_ptr worker_error_;

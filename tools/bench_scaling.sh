@@ -31,7 +31,8 @@
 # --slow-link instead joins the two hosts through a slow, far link (tc netem: --rate
 # 100mbit by default and --netem "delay 10ms loss 0.05%" on both ends of each link, i.e.
 # 40 ms round trip and about 0.1% loss each way; tools/netns/hosts.sh) and runs
-#   ringtrain, 1 rank;
+#   ringtrain, 1 rank; the same while the other core trains an identical 1-rank job (the
+#     simulated hosts share one machine's memory bus: this is a host's rate under that);
 #   2 ranks, --sync diloco --sync-every 8 --sync-overlap --overlap-steps 8 (the average may
 #     take all 8 steps to travel) with --wire f32, bf16 and int8, and int8 with 1 step;
 #   2 ranks, --sync avg --sync-every 8 --sync-overlap --overlap-steps 8 --wire int8;
@@ -194,17 +195,26 @@ print("%.2f" % (sum(r["bytes_sent"] for r in recs) / syncs / 1e6) if syncs else 
 PY
   }
   rt1=$(run_rt rt-1rank 1)
+  # The same, while the other core runs an identical 1-rank job (it outlasts the measured
+  # steps: those end $tail steps before the run): the two simulated hosts share one
+  # machine's memory bus and caches, which two real hosts do not; this row is one host's
+  # rate under that sharing, without any network.
+  in_host 1 "$bin" "${common[@]}" --out "$work/rt-neighbour" > "$work/rt-neighbour.log" 2>&1 &
+  neighbour=$!
+  rt1n=$(run_rt rt-1rank-loaded 1)
+  kill "$neighbour" 2>/dev/null; wait "$neighbour" 2>/dev/null
   cpu_line
   echo "slow link: $rate, netem '$netem' ($link); d$depth; steps $steps after $warmup warm-up"
-  printf '\n| run | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank | MB sent per sync (rank 0) |\n|---|---|---|---|---|\n'
-  printf '| ringtrain, 1 rank | %s | - | 1.00x | - |\n' "${rt1% *}"
+  printf '\n| run | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank | vs 1 rank with a busy neighbour core | MB sent per sync (rank 0) |\n|---|---|---|---|---|---|\n'
+  printf '| ringtrain, 1 rank | %s | - | 1.00x | %s | - |\n' "${rt1% *}" "$(ratio "$rt1" "$rt1n")"
+  printf '| ringtrain, 1 rank, the other core training the same (no network) | %s | - | %s | 1.00x | - |\n' "${rt1n% *}" "$(ratio "$rt1n" "$rt1")"
   IFS=, read -r -a runs <<<"$slow_runs"
   for run in "${runs[@]}"; do
     set -- $run
     [ $# = 3 ] || { echo "bench_scaling: --slow-runs wants 'SYNC WIRE OVERLAP-STEPS', got '$run'" >&2; exit 2; }
     res=$(run_rt "slow-$1-$2-$3" 2 --sync "$1" --sync-every 8 --sync-overlap --overlap-steps "$3" --wire "$2" --insecure)
-    printf '| 2 ranks, --sync %s --sync-every 8 --sync-overlap --overlap-steps %s --wire %s | %s | %s | %s | %s |\n' "$1" "$3" "$2" \
-      "${res% *}" "${res#* }" "$(ratio "$res" "$rt1")" "$(bytes_per_sync "$work/slow-$1-$2-$3/metrics.jsonl")"
+    printf '| 2 ranks, --sync %s --sync-every 8 --sync-overlap --overlap-steps %s --wire %s | %s | %s | %s | %s | %s |\n' "$1" "$3" "$2" \
+      "${res% *}" "${res#* }" "$(ratio "$res" "$rt1")" "$(ratio "$res" "$rt1n")" "$(bytes_per_sync "$work/slow-$1-$2-$3/metrics.jsonl")"
   done
   # The emulator runs on the same two cores as the ranks: what it took from them.
   for pid in $(ip netns pids "${prefix}sw" 2>/dev/null); do

@@ -7,11 +7,18 @@
 # in one PNG.
 #
 #   tools/bench_sync_quality.sh [--depth 4] [--steps 400] [--every 8] [--out runs/sync-quality] [--data DIR]
+#                               [--seeds "42"] [--runs "grad avg avg-overlap diloco diloco-bf16 diloco-int8 avg-overlap-int8"]
+#
+# --seeds repeats every run once per seed (initialisation and data order) and the table
+# gives the mean over the seeds, with each seed's value: diloco at small H swings by a few
+# percent from one seed to the next, more than int8 moves it, so one seed cannot tell
+# them apart. --runs picks some of the runs (the comparisons need grad and diloco).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-depth=4 steps=400 every=8 out=runs/sync-quality data="" port=29520
+depth=4 steps=400 every=8 out=runs/sync-quality data="" port=29520 seeds=42
+runs="grad avg avg-overlap diloco diloco-bf16 diloco-int8 avg-overlap-int8"
 while [ $# -gt 0 ]; do
   case "$1" in
     --depth) depth=$2; shift 2 ;;
@@ -20,6 +27,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
+    --seeds) seeds=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
     *) echo "bench_sync_quality: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -33,12 +42,20 @@ fi
 eval_every=$(( (steps / 8 + every - 1) / every * every ))
 common=(train --data "$data" --depth "$depth" --seq-len 256 --device-batch 8 --steps "$steps" --eval-every "$eval_every"
         --eval-tokens 32768 --threads 1 --no-progress --peers "127.0.0.1:$port,127.0.0.1:$((port + 1))")
+# The first seed's run goes to $out/NAME, the others' to $out/NAME.seedS.
 run() {
   local name=$1; shift
-  rm -rf "${out:?}/$name"
-  "$bin" "${common[@]}" --out "$out/$name" --rank 1 "$@" > "$out/$name.r1.log" 2>&1 &
-  "$bin" "${common[@]}" --out "$out/$name" --rank 0 "$@" 2> "$out/$name.log"
-  wait
+  case " $runs " in *" $name "*) ;; *) return 0 ;; esac
+  local first=1 seed dir
+  for seed in $seeds; do
+    dir=$out/$name
+    [ "$first" = 1 ] || dir=$out/$name.seed$seed
+    first=0
+    rm -rf "${dir:?}"
+    "$bin" "${common[@]}" --seed "$seed" --out "$dir" --rank 1 "$@" > "$dir.r1.log" 2>&1 &
+    "$bin" "${common[@]}" --seed "$seed" --out "$dir" --rank 0 "$@" 2> "$dir.log"
+    wait
+  done
 }
 mkdir -p "$out"
 run grad --sync grad
@@ -48,26 +65,39 @@ run diloco --sync diloco --sync-every "$every"
 run diloco-bf16 --sync diloco --sync-every "$every" --wire bf16
 run diloco-int8 --sync diloco --sync-every "$every" --wire int8
 run avg-overlap-int8 --sync avg --sync-every "$every" --sync-overlap --wire int8
-"$py" tools/plot_metrics.py "$out/grad/metrics.jsonl" "$out/avg/metrics.jsonl" "$out/avg-overlap/metrics.jsonl" \
-  "$out/diloco/metrics.jsonl" "$out/diloco-int8/metrics.jsonl" --label "grad" --label "avg H=$every" \
-  --label "avg H=$every overlapped" --label "diloco H=$every" --label "diloco H=$every int8" --out "$out/sync-quality.png" \
+plots=() labels=()
+for name in grad avg avg-overlap diloco diloco-int8; do
+  [ -f "$out/$name/metrics.jsonl" ] && case " $runs " in *" $name "*) plots+=("$out/$name/metrics.jsonl") labels+=(--label "$name H=$every") ;; esac
+done
+[ ${#plots[@]} = 0 ] || "$py" tools/plot_metrics.py "${plots[@]}" "${labels[@]}" --out "$out/sync-quality.png" \
   --title "d$depth, 2 ranks: gradient vs parameter averaging"
-"$py" - "$out" "$every" <<'PY'
-import json, sys
-out, every = sys.argv[1], int(sys.argv[2])
-def final(name):
-    recs = [json.loads(l) for l in open(f"{out}/{name}/metrics.jsonl")]
+"$py" - "$out" "$every" "$seeds" "$runs" <<'PY'
+import json, os, statistics, sys
+out, every, seeds, runs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+def final(name, seed, first):
+    d = f"{out}/{name}" if first else f"{out}/{name}.seed{seed}"
+    recs = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
     evals = [r for r in recs if "val_bpb" in r]
     steps = [r for r in recs if "bytes_sent" in r]
     syncs = sum(1 for r in steps if r["step"] % every == 0)
     return evals[-1], sum(r["bytes_sent"] for r in steps) / syncs / 1e6 if syncs else float("nan")
-grad, diloco = final("grad")[0]["val_bpb"], final("diloco")[0]["val_bpb"]
-print("| sync | wire | final val bpb | vs grad | vs diloco f32 | MB sent per sync (rank 0) |\n|---|---|---|---|---|---|")
+def results(name):
+    return [final(name, s, i == 0) for i, s in enumerate(seeds)]
+def mean_bpb(name):
+    return statistics.mean(ev["val_bpb"] for ev, _ in results(name)) if name in runs else None
+grad, diloco = mean_bpb("grad"), mean_bpb("diloco")
+pct = lambda a, b: f"{100 * (a / b - 1):+.2f}%" if b else "-"
+print(f"seeds: {' '.join(seeds)} (val bpb: the mean over them, then each seed's)")
+print("| sync | wire | final val bpb | per seed | vs grad | vs diloco f32 | MB sent per sync (rank 0) |\n|---|---|---|---|---|---|---|")
 for name, wire in (("grad", "f32"), ("avg", "f32"), ("avg-overlap", "f32"), ("diloco", "f32"), ("diloco-bf16", "bf16"),
                    ("diloco-int8", "int8"), ("avg-overlap-int8", "int8")):
-    ev, mb = final(name)
-    bpb = ev["val_bpb"]
+    if name not in runs:
+        continue
+    res = results(name)
+    ev, mb = res[0]
+    bpb = statistics.mean(e["val_bpb"] for e, _ in res)
+    per_seed = " / ".join(f"{e['val_bpb']:.4f}" for e, _ in res)
     per_sync = "-" if name == "grad" else f"{mb:.2f}"
-    print(f"| {name.replace('-' + wire, '')} | {wire} | {bpb:.4f} (step {ev['step']}, {ev['tokens']:.0f} tokens) | "
-          f"{100 * (bpb / grad - 1):+.2f}% | {100 * (bpb / diloco - 1):+.2f}% | {per_sync} |")
+    print(f"| {name.replace('-' + wire, '')} | {wire} | {bpb:.4f} (step {ev['step']}, {ev['tokens']:.0f} tokens) | {per_seed} | "
+          f"{pct(bpb, grad)} | {pct(bpb, diloco)} | {per_sync} |")
 PY

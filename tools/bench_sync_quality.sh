@@ -8,17 +8,19 @@
 #
 #   tools/bench_sync_quality.sh [--depth 4] [--steps 400] [--every 8] [--out runs/sync-quality] [--data DIR]
 #                               [--seeds "42"] [--runs "grad avg avg-overlap diloco diloco-bf16 diloco-int8 avg-overlap-int8"]
+#                               [--reuse]
 #
 # --seeds repeats every run once per seed (initialisation and data order) and the table
 # gives the mean over the seeds, with each seed's value: diloco at small H swings by a few
 # percent from one seed to the next, more than int8 moves it, so one seed cannot tell
 # them apart. --runs picks some of the runs (the comparisons need grad and diloco).
+# --reuse keeps the runs already in --out that reached the last step (e.g. to add seeds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
 depth=4 steps=400 every=8 out=runs/sync-quality data="" port=29520 seeds=42
-runs="grad avg avg-overlap diloco diloco-bf16 diloco-int8 avg-overlap-int8"
+runs="grad avg avg-overlap diloco diloco-bf16 diloco-int8 avg-overlap-int8" reuse=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --depth) depth=$2; shift 2 ;;
@@ -29,6 +31,7 @@ while [ $# -gt 0 ]; do
     --port) port=$2; shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
+    --reuse) reuse=1; shift ;;
     *) echo "bench_sync_quality: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -51,6 +54,7 @@ run() {
     dir=$out/$name
     [ "$first" = 1 ] || dir=$out/$name.seed$seed
     first=0
+    if [ "$reuse" = 1 ] && grep -q "\"step\":$steps,.*val_bpb\|val_bpb.*\"step\":$steps," "$dir/metrics.jsonl" 2>/dev/null; then continue; fi
     rm -rf "${dir:?}"
     "$bin" "${common[@]}" --seed "$seed" --out "$dir" --rank 1 "$@" > "$dir.r1.log" 2>&1 &
     "$bin" "${common[@]}" --seed "$seed" --out "$dir" --rank 0 "$@" 2> "$dir.log"

@@ -88,6 +88,14 @@ void bind_to(const Fd& s, int host, int port) {
   BOOST_REQUIRE_MESSAGE(bind(s.fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0, std::strerror(errno));
 }
 
+// A TCP listener on host 1, port 29500.
+Fd listener_on_host1(const NetnsHosts& hosts) {
+  Fd listener = socket_in(hosts.ns(1), SOCK_STREAM);
+  bind_to(listener, 1, 29500);
+  BOOST_REQUIRE(listen(listener.fd, 4) == 0);
+  return listener;
+}
+
 // A TCP connection from host 0 to host 1: {client end, server end}.
 std::pair<Fd, Fd> tcp_pair(const NetnsHosts& hosts, const Fd& listener) {
   Fd client = socket_in(hosts.ns(0), SOCK_STREAM);
@@ -172,9 +180,7 @@ BOOST_AUTO_TEST_SUITE(slow_link)
 BOOST_AUTO_TEST_CASE(carries_tcp_at_the_rate_and_round_trip_it_is_given) {
   if (!can_emulate()) return;
   NetnsHosts hosts(2, "sl", "--rate 20mbit --netem 'delay 10ms' --link-emulator");
-  Fd listener = socket_in(hosts.ns(1), SOCK_STREAM);
-  bind_to(listener, 1, 29500);
-  BOOST_REQUIRE(listen(listener.fd, 4) == 0);
+  const Fd listener = listener_on_host1(hosts);
 
   // Round trips of one byte each way.
   {
@@ -263,9 +269,7 @@ BOOST_AUTO_TEST_CASE(loses_the_share_it_is_given_and_goes_with_down) {
 BOOST_AUTO_TEST_CASE(tcp_crosses_in_super_frames_and_keeps_its_bytes_through_loss) {
   if (!can_emulate()) return;
   NetnsHosts hosts(2, "sg", "--rate 200mbit --netem 'delay 1ms loss 1%' --link-emulator");
-  Fd listener = socket_in(hosts.ns(1), SOCK_STREAM);
-  bind_to(listener, 1, 29500);
-  BOOST_REQUIRE(listen(listener.fd, 1) == 0);
+  const Fd listener = listener_on_host1(hosts);
   auto [client, server] = tcp_pair(hosts, listener);
   constexpr size_t total = 12 << 20;
   auto byte_at = [](size_t i) { return static_cast<char>((i * 2654435761u) >> 13); };  // no period a lost segment could hide in

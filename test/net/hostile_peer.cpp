@@ -108,8 +108,12 @@ class Hostile {
     } else if (attack == "future-seq") {
       data(7, 0, a_.floats, floats_of(mine0));
     } else if (attack == "int8-nan-scale" || attack == "int8-byte-128") {
-      std::string chunk(int8_encoded_bytes(mine0.size()), '\0');
-      encode_int8(mine0.data(), mine0.size(), chunk.data(), nullptr, nullptr);
+      // With int8 the ring's segments start on the 64-value block grid (ring_allreduce.cpp).
+      const size_t end0 = seg1.begin / kInt8BlockValues * kInt8BlockValues;
+      std::vector<float> int8_mine0;
+      for (size_t i = 0; i < end0; ++i) int8_mine0.push_back(value(1, i, 1));
+      std::string chunk(int8_encoded_bytes(int8_mine0.size()), '\0');
+      encode_int8(int8_mine0.data(), int8_mine0.size(), chunk.data(), nullptr, nullptr);
       if (attack == "int8-nan-scale") {
         const float nan = std::nanf("");
         std::memcpy(chunk.data() + sizeof(float), &nan, sizeof nan);  // the second block's scale

@@ -48,10 +48,11 @@ bool for_each_decoded(const void* src, size_t n, F&& f) {
   return true;
 }
 
-// A block of finite values (the common case) in loops the compiler vectorises: the largest
-// magnitude, then round-to-nearest-even by adding and subtracting 1.5 * 2^23 (exact for
-// |y| <= 127.x, and the same bits as std::nearbyint in the default rounding mode).
-bool encode_finite_block(const float* x, size_t n, float* scale_out, int8_t* q, float* decoded, float* error) {
+// The scale and bytes of a block of finite values (the common case), in loops the compiler
+// vectorises: the largest magnitude, then round-to-nearest-even by adding and subtracting
+// 1.5 * 2^23 (exact for |y| <= 127.x, and the same bits as std::nearbyint in the default
+// rounding mode). False, with nothing written, when the block holds NaN or infinity.
+bool quantize_finite_block(const float* x, size_t n, int8_t* q, float& scale) {
   // The magnitudes' bit patterns order as the magnitudes do, and an integer maximum
   // vectorises where a float one (NaN-aware) does not; infinity and NaN lie above every finite one.
   uint32_t amax_bits = 0;
@@ -63,19 +64,10 @@ bool encode_finite_block(const float* x, size_t n, float* scale_out, int8_t* q, 
   if (amax_bits >= 0x7f800000u) return false;
   float amax;
   std::memcpy(&amax, &amax_bits, sizeof amax);
-  const float scale = std::min(amax / 127.0f, kMaxScale);
+  scale = std::min(amax / 127.0f, kMaxScale);
   const float inv = scale > 0 ? 1.0f / scale : 0.0f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
-  for (size_t i = 0; i < n; ++i) {
-    const float r = std::clamp((x[i] * inv + kRound) - kRound, -127.0f, 127.0f);
-    q[i] = static_cast<int8_t>(r);
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const float d = static_cast<float>(q[i]) * scale;
-    if (error) error[i] = x[i] - d;
-    if (decoded) decoded[i] = d;
-  }
-  *scale_out = scale;
+  for (size_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::clamp((x[i] * inv + kRound) - kRound, -127.0f, 127.0f));
   return true;
 }
 
@@ -86,20 +78,17 @@ void encode_int8(const float* src, size_t n, void* dst, float* decoded, float* e
   for (size_t b = 0, begin = 0; begin < n; ++b, begin += kInt8Block) {
     const size_t end = std::min(n, begin + kInt8Block);
     float scale;
-    if (!encode_finite_block(src + begin, end - begin, &scale, q + begin, decoded ? decoded + begin : nullptr,
-                             error ? error + begin : nullptr)) {
-      // A block with NaN or infinity: value by value.
+    if (!quantize_finite_block(src + begin, end - begin, q + begin, scale)) {  // NaN or infinity: value by value
       scale = block_scale(src + begin, end - begin);
       const float inv = scale > 0 ? 1.0f / scale : 0.0f;
-      for (size_t i = begin; i < end; ++i) {
-        const float x = src[i];
-        q[i] = quantize(x, inv);
-        const float d = static_cast<float>(q[i]) * scale;
-        if (error) error[i] = x - d;
-        if (decoded) decoded[i] = d;
-      }
+      for (size_t i = begin; i < end; ++i) q[i] = quantize(src[i], inv);
     }
     std::memcpy(static_cast<char*>(dst) + b * sizeof(float), &scale, sizeof(float));
+    for (size_t i = begin; i < end; ++i) {
+      const float d = static_cast<float>(q[i]) * scale;
+      if (error) error[i] = src[i] - d;
+      if (decoded) decoded[i] = d;
+    }
   }
 }
 

@@ -1,7 +1,5 @@
 #include "ringtrain/train/param_sync.hpp"
 
-#include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "ringtrain/errors.hpp"

@@ -263,9 +263,9 @@ Parsed parse(const unsigned char* frame, size_t size, bool has_vnet_header) {
   const bool v4 = type == kGsoTcpV4;
   if (v4 ? (frame[ip] >> 4) != 4 || frame[ip + 9] != 6 : (frame[ip] >> 4) != 6 || frame[ip + 6] != 6) return f;
   const size_t tcp = ip + (v4 ? size_t(frame[ip] & 0x0f) * 4 : 40);
-  if (size < tcp + 20) return f;
+  if (tcp < ip + (v4 ? 20 : 40) || size < tcp + 20) return f;  // an IHL below 5 is no IPv4 header
   const size_t payload = tcp + size_t(frame[tcp + 12] >> 4) * 4;
-  if (payload >= size) return f;
+  if (payload < tcp + 20 || payload >= size) return f;  // nor a data offset below 5 a TCP one
   f.count = (size - payload + h.gso_size - 1) / h.gso_size;
   f.wire_bytes = size - sizeof h + (f.count - 1) * (payload - sizeof h);
   f.ipv4 = v4, f.ip = ip, f.tcp = tcp, f.payload = payload, f.segment = h.gso_size;

@@ -9,8 +9,8 @@
 //
 // With int8 on the wire (--wire int8) the ranks send their change since the last common
 // point A (diloco's anchor; for avg, the last average), each tensor in int8 blocks of its
-// own: x = w * (p - A) + e, where e is the rounding error this rank's part of the last all-reduce left out (error feedback, kept in
-// the checkpoint). The all-reduce returns the same decoded sum S on every rank and each
+// own: x = w * (p - A) + e, where e is the rounding error this rank's part of the last
+// all-reduce left out (error feedback, kept in the checkpoint). The all-reduce returns the same decoded sum S on every rank and each
 // rank's new e; the average is A + S, so the replicas stay bit-identical, and over many
 // syncs the rounding errors cancel instead of accumulating.
 //

@@ -1,8 +1,10 @@
 #include "ringtrain/train/param_sync.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/train/checkpoint.hpp"
 
 namespace rt::train {
 
@@ -46,7 +48,7 @@ ParamSync::~ParamSync() {
 // with), also copying them to snapshot when it is not null.
 void ParamSync::fill_send_buffer(const float* p, float* snapshot) {
   const float w = float(weight_);
-  if (buf_.size() != size_t(wire_size_)) buf_.assign(size_t(wire_size_), 0.0f);  // the gaps stay 0
+  if (buf_.size() != size_t(wire_size_)) buf_.assign(size_t(wire_size_), 0.0f);  // begin() did, unless skipped
   float* buf = buf_.data();
   if (!compressed()) {  // w * p: this rank's share of the weighted average
     for_each_value([&](int64_t i, int64_t k) {
@@ -71,7 +73,11 @@ void ParamSync::all_reduce_buffer() {
   comm_.all_reduce(buf_.data(), buf_.size(), net::ReduceOp::Sum, wire_, compressed() ? error_.data() : nullptr);
 }
 
-void ParamSync::begin() {
+void ParamSync::begin(bool overlapped) {
+  // Every buffer a sync needs, touched now: a first touch of GBs costs seconds of page
+  // faults (more in a VM), which would otherwise stall the steps beside the first average.
+  if (buf_.size() != size_t(wire_size_)) buf_.assign(size_t(wire_size_), 0.0f);  // the gaps stay 0
+  if (overlapped && snapshot_.size() != size_t(params_.size())) snapshot_.assign(size_t(params_.size()), 0.0f);
   if (compressed() && error_.empty()) error_.assign(size_t(wire_size_), 0.0f);
   if ((!outer() && !compressed()) || !anchor_.empty()) return;  // none needed, or a checkpoint brought it
   anchor_.assign(params_.data(), params_.data() + params_.size());
@@ -80,8 +86,13 @@ void ParamSync::begin() {
     return;
   }
   // avg with int8: any common point will do, but it must be the same on every rank, and
-  // a checkpoint of a step between averages holds different parameters on each.
-  comm_.broadcast(anchor_.data(), anchor_.size(), 0);
+  // a checkpoint of a step between averages holds different parameters on each. A fresh
+  // start has the same on every rank: only a 4-byte checksum crosses then, not the model
+  // (which takes minutes on a slow link).
+  const uint32_t crc = crc32_of(anchor_.data(), anchor_.size() * sizeof(float));
+  const auto all = comm_.all_gather_record(crc);
+  if (std::any_of(all.begin(), all.end(), [&](uint32_t c) { return c != crc; }))
+    comm_.broadcast(anchor_.data(), anchor_.size(), 0);
 }
 
 void ParamSync::sync() {
@@ -92,7 +103,7 @@ void ParamSync::sync() {
 
 void ParamSync::start() {
   if (in_flight()) throw RuntimeError("parameter average started twice (internal error)");
-  snapshot_.resize(size_t(params_.size()));
+  snapshot_.resize(size_t(params_.size()));  // begin(true) did, unless skipped
   fill_send_buffer(params_.data(), snapshot_.data());
   worker_error_ = nullptr;
   worker_ = std::thread([this] {

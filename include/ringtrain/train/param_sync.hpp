@@ -42,7 +42,8 @@ class ParamSync {
 
   // Call once the parameters hold the starting point (fresh initialisation, identical on
   // every rank, or a checkpoint): diloco's anchor starts there unless the checkpoint had one.
-  void begin();
+  // Allocates the buffers of sync(), and with overlapped also start()'s snapshot.
+  void begin(bool overlapped);
 
   // Averages (and takes the outer step). On a communication error the parameters are left
   // as they were before the call, and the error is rethrown.

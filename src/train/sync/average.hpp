@@ -24,7 +24,7 @@ class AverageSync : public Sync {
   double extra_bytes() const override;
   // Called once the parameters hold the starting point: diloco's anchor starts there
   // unless a checkpoint brought one.
-  void begin() override { average_.begin(); }
+  void begin() override { average_.begin(/*overlapped=*/false); }
 
  protected:
   static constexpr const char* kComponent = "sync";

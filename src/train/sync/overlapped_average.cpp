@@ -31,6 +31,7 @@ class OverlappedAverageSync final : public AverageSync {
     if (stopping) average_.sync();  // the stop checkpoint holds the average
     else average_.start();
   }
+  void begin() override { average_.begin(/*overlapped=*/true); }
   // Plus the snapshot of the parameters being averaged.
   double extra_bytes() const override { return AverageSync::extra_bytes() + param_bytes_; }
 

@@ -19,6 +19,7 @@ const char* wire_name(Wire w) {
     case Wire::F32: return "f32";
     case Wire::Bf16: return "bf16";
     case Wire::Int8: return "int8";
+    case Wire::Int4: return "int4";
   }
   return "?";
 }
@@ -27,7 +28,8 @@ Wire parse_wire(const std::string& text) {
   if (text == "f32") return Wire::F32;
   if (text == "bf16") return Wire::Bf16;
   if (text == "int8") return Wire::Int8;
-  throw UsageError("--wire '" + text + "' is not a wire format; use f32, bf16 or int8");
+  if (text == "int4") return Wire::Int4;
+  throw UsageError("--wire '" + text + "' is not a wire format; use f32, bf16, int8 or int4");
 }
 
 ShardRange shard_range(size_t n, int world, int rank) {
@@ -191,10 +193,10 @@ void Communicator::collective(F&& body) {
 }
 
 namespace {
-// int8 needs the all-reduce's one encoding per element (ring_allreduce.cpp).
+// int8 and int4 need the all-reduce's one encoding per element (ring_allreduce.cpp).
 void require_float_wire(Wire wire, const char* collective) {
-  if (wire == Wire::Int8)
-    throw UsageError(std::string(collective) + " takes f32 or bf16 on the wire; int8 is for all_reduce only");
+  if (wire == Wire::Int8 || wire == Wire::Int4)
+    throw UsageError(std::string(collective) + " takes f32 or bf16 on the wire; int8 and int4 are for all_reduce only");
 }
 }  // namespace
 

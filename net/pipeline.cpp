@@ -7,7 +7,7 @@ namespace rt::net {
 namespace {
 
 std::string describe_call(CollectiveKind kind, uint64_t seq, uint64_t count, int wire) {
-  const char* name = wire <= static_cast<int>(Wire::Int8) ? wire_name(static_cast<Wire>(wire)) : "unknown";
+  const char* name = wire <= static_cast<int>(Wire::Int4) ? wire_name(static_cast<Wire>(wire)) : "unknown";
   return std::string(collective_name(kind)) + " #" + std::to_string(seq) + " of " + std::to_string(count) +
          " elements, " + name + " wire";
 }

@@ -13,7 +13,7 @@ namespace rt::net {
 enum class RingPhases { ReduceScatter, AllGather, Both };
 
 // bounds: world + 1 segment boundaries, or empty for even segments (shard_range).
-// residual: with Wire::Int8 (RingPhases::Both only), n floats that receive this rank's
+// residual: with Wire::Int8 or Int4 (RingPhases::Both only), n floats that receive this rank's
 // rounding error per element (ring_allreduce.cpp); may be null.
 uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data, size_t n, ReduceOp op, Wire wire,
                          std::span<const size_t> bounds = {}, float* residual = nullptr);

@@ -28,10 +28,10 @@
 // The owner rounds its finished segment before sending it in the all-gather, so every
 // rank ends with the same bits.
 //
-// With int8 on the wire (all-reduce only), every rank encodes each element exactly once:
-// the partial sum it forwards in the reduce-scatter, or, for its own segment, the finished
-// sum, which it encodes once, keeps decoded and sends; the all-gather forwards the received
-// bytes unchanged. So every rank decodes the same bytes (identical results), and the
+// With int8 or int4 on the wire (all-reduce only; block_codes.hpp), every rank encodes each
+// element exactly once: the partial sum it forwards in the reduce-scatter, or, for its own
+// segment, the finished sum, which it encodes once, keeps decoded and sends; the all-gather
+// forwards the received bytes unchanged. So every rank decodes the same bytes (identical results), and the
 // result is sum(data) - sum over ranks of the error each rank made, which it gets back in
 // `residual` (error feedback: add it to the next call's data and nothing is lost).
 #include <algorithm>
@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "bf16.hpp"
-#include "int8_blocks.hpp"
+#include "block_codes.hpp"
 #include "pipeline.hpp"
 #include "ring.hpp"
 #include "zero_copy.hpp"
@@ -50,9 +50,9 @@ namespace rt::net {
 uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data, size_t n, ReduceOp op, Wire wire,
                          std::span<const size_t> bounds, float* residual) {
   const int N = t.world(), r = t.rank();
-  const bool int8 = wire == Wire::Int8;
-  if (int8 && phases != RingPhases::Both)
-    throw RuntimeError("int8 on the wire is for all-reduce only (internal error)");
+  const bool coded = block_coded(wire);
+  if (coded && phases != RingPhases::Both)
+    throw RuntimeError(std::string(wire_name(wire)) + " on the wire is for all-reduce only (internal error)");
   if (N == 1) {  // a sum or average over one rank is the input
     if (residual) std::fill(residual, residual + n, 0.0f);
     return 0;
@@ -60,21 +60,21 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
   if (!bounds.empty() && (bounds.size() != static_cast<size_t>(N) + 1 || bounds[0] != 0 || bounds[N] != n ||
                           !std::is_sorted(bounds.begin(), bounds.end())))
     throw RuntimeError("ring collective: segment bounds do not cover the buffer in rank order (internal error)");
-  // int8 blocks lie on the buffer's grid of kInt8Block values (data[64k, 64k + 64) share a
+  // Coded blocks lie on the buffer's grid of kBlockValues values (data[64k, 64k + 64) share a
   // scale), so that a caller can give each group of values blocks of its own: even segments
   // start on the grid, and chunks are whole blocks.
   auto on_grid = [&](int segment) {
-    return segment == N ? n : shard_range(n, N, segment).begin / kInt8Block * kInt8Block;
+    return segment == N ? n : shard_range(n, N, segment).begin / kBlockValues * kBlockValues;
   };
   auto segment_range = [&](int segment) {
     if (!bounds.empty()) return ShardRange{bounds[segment], bounds[segment + 1]};
-    return int8 ? ShardRange{on_grid(segment), on_grid(segment + 1)} : shard_range(n, N, segment);
+    return coded ? ShardRange{on_grid(segment), on_grid(segment + 1)} : shard_range(n, N, segment);
   };
   const bool bf16 = wire == Wire::Bf16;
   const size_t elem_bytes = bf16 ? 2 : 4;
-  auto wire_bytes = [&](size_t elems) { return int8 ? int8_encoded_bytes(elems) : elems * elem_bytes; };
+  auto wire_bytes = [&](size_t elems) { return coded ? coded_bytes(wire, elems) : elems * elem_bytes; };
   size_t chunk_elems = std::max<size_t>(1, t.options().chunk_bytes / 4);
-  if (int8) chunk_elems = (chunk_elems + kInt8Block - 1) / kInt8Block * kInt8Block;
+  if (coded) chunk_elems = (chunk_elems + kBlockValues - 1) / kBlockValues * kBlockValues;
   size_t largest_segment = 0;
   for (int q = 0; q < N; ++q) largest_segment = std::max(largest_segment, segment_range(q).size());
   const size_t C = std::max<size_t>(1, (largest_segment + chunk_elems - 1) / chunk_elems);  // chunks per step
@@ -110,12 +110,12 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
   s.send_items = s.recv_items = items;
   s.lead = C;
 
-  // int8: the bytes of all-gather item i, stored when they are known (the owner's encoded
+  // int8/int4: the bytes of all-gather item i, stored when they are known (the owner's encoded
   // chunk, or the chunk received one step earlier, item i - C) until item i is sent.
-  std::vector<std::string> int8_forward(int8 ? items : 0);
-  auto bad_int8 = [&](size_t i) {
+  std::vector<std::string> coded_forward(coded ? items : 0);
+  auto bad_code = [&](size_t i) {
     t.fail(t.describe(s.from) + " sent chunk " + std::to_string(i) + " of " + collective_name(s.kind) + " #" +
-               std::to_string(seq) + " with an int8 scale or value out of range; it runs a modified or broken ringtrain",
+               std::to_string(seq) + " with an " + wire_name(wire) + " scale or value out of range; it runs a modified or broken ringtrain",
            true);
   };
 
@@ -125,12 +125,12 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
     const long g = step_of(i);
     const int segment = send_segment(g);
     ShardRange c = chunk(segment, i % C);
-    if (int8 && g >= N - 1) {  // all-gather: bytes already encoded
-      out.rebuild(int8_forward[i].data(), int8_forward[i].size());
-      std::string().swap(int8_forward[i]);
-    } else if (int8) {  // reduce-scatter: our partial sum, encoded once, its error kept
-      out.rebuild(int8_encoded_bytes(c.size()));
-      encode_int8(data + c.begin, c.size(), out.data(), nullptr, residual ? residual + c.begin : nullptr);
+    if (coded && g >= N - 1) {  // all-gather: bytes already encoded
+      out.rebuild(coded_forward[i].data(), coded_forward[i].size());
+      std::string().swap(coded_forward[i]);
+    } else if (coded) {  // reduce-scatter: our partial sum, encoded once, its error kept
+      out.rebuild(coded_bytes(wire, c.size()));
+      encode_blocks(wire, data + c.begin, c.size(), out.data(), nullptr, residual ? residual + c.begin : nullptr);
     } else if (bf16) {
       out.rebuild(c.size() * elem_bytes);
       encode_bf16(data + c.begin, static_cast<uint16_t*>(out.data()), c.size());
@@ -147,8 +147,8 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
     float* dst = data + c.begin;
     in_flight.wait_region(static_cast<size_t>(segment) * C + i % C);
     if (g < N - 1) {  // reduce-scatter: add the partial sum of the ranks before us
-      if (int8) {
-        if (!add_int8(dst, payload, c.size())) bad_int8(i);
+      if (coded) {
+        if (!add_blocks(wire, dst, payload, c.size())) bad_code(i);
       } else if (bf16) {
         add_bf16(dst, payload, c.size());
       } else {
@@ -158,15 +158,15 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
         if (op == ReduceOp::Avg)
           for (size_t k = 0; k < c.size(); ++k) dst[k] /= static_cast<float>(N);
         if (bf16 && phases == RingPhases::Both) round_bf16_inplace(dst, c.size());
-        if (int8) {  // encoded once for the all-gather; we keep what the others will decode
-          std::string& bytes = int8_forward[i + C];
-          bytes.resize(int8_encoded_bytes(c.size()));
-          encode_int8(dst, c.size(), bytes.data(), dst, residual ? residual + c.begin : nullptr);
+        if (coded) {  // encoded once for the all-gather; we keep what the others will decode
+          std::string& bytes = coded_forward[i + C];
+          bytes.resize(coded_bytes(wire, c.size()));
+          encode_blocks(wire, dst, c.size(), bytes.data(), dst, residual ? residual + c.begin : nullptr);
         }
       }
-    } else if (int8) {  // all-gather: decode, and keep the bytes for the next rank
-      if (!decode_int8(payload, c.size(), dst)) bad_int8(i);
-      if (i + C < items) int8_forward[i + C].assign(static_cast<const char*>(payload), bytes_of(i));
+    } else if (coded) {  // all-gather: decode, and keep the bytes for the next rank
+      if (!decode_blocks(wire, payload, c.size(), dst)) bad_code(i);
+      if (i + C < items) coded_forward[i + C].assign(static_cast<const char*>(payload), bytes_of(i));
     } else {  // all-gather: store the finished chunk
       if (bf16) decode_bf16(payload, dst, c.size());
       else if (c.size()) std::memcpy(dst, payload, c.size() * 4);

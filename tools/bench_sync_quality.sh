@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Does parameter averaging cost quality, and does compressing it? Trains the same model with
 # two local ranks (loopback): --sync grad, --sync avg --sync-every H, the same with
-# --sync-overlap, --sync diloco --sync-every H with f32, bf16 and int8 on the wire, and avg
-# overlapped with int8, on the same data and tokens, then prints the final val bpb of each
+# --sync-overlap, --sync diloco --sync-every H with f32, bf16, int8 and int4 on the wire, and
+# avg overlapped with int8 and int4, on the same data and tokens, then prints the final val bpb of each
 # against grad and against f32 diloco, the bytes rank 0 sent per sync, and plots the curves
 # in one PNG.
 #
 #   tools/bench_sync_quality.sh [--depth 4] [--steps 400] [--every 8] [--out runs/sync-quality] [--data DIR]
-#                               [--seeds "42"] [--runs "grad avg avg-overlap diloco diloco-bf16 diloco-int8 avg-overlap-int8"]
+#                               [--seeds "42"] [--runs "grad avg avg-overlap diloco diloco-bf16 diloco-int8 diloco-int4 avg-overlap-int8 avg-overlap-int4"]
 #                               [--reuse]
 #
 # --seeds repeats every run once per seed (initialisation and data order) and the table
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
 depth=4 steps=400 every=8 out=runs/sync-quality data="" port=29520 seeds=42
-runs="grad avg avg-overlap diloco diloco-bf16 diloco-int8 avg-overlap-int8" reuse=0
+runs="grad avg avg-overlap diloco diloco-bf16 diloco-int8 diloco-int4 avg-overlap-int8 avg-overlap-int4" reuse=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --depth) depth=$2; shift 2 ;;
@@ -68,9 +68,11 @@ run avg-overlap --sync avg --sync-every "$every" --sync-overlap
 run diloco --sync diloco --sync-every "$every"
 run diloco-bf16 --sync diloco --sync-every "$every" --wire bf16
 run diloco-int8 --sync diloco --sync-every "$every" --wire int8
+run diloco-int4 --sync diloco --sync-every "$every" --wire int4
 run avg-overlap-int8 --sync avg --sync-every "$every" --sync-overlap --wire int8
+run avg-overlap-int4 --sync avg --sync-every "$every" --sync-overlap --wire int4
 plots=() labels=()
-for name in grad avg avg-overlap diloco diloco-int8; do
+for name in grad avg avg-overlap diloco diloco-int8 diloco-int4; do
   [ -f "$out/$name/metrics.jsonl" ] && case " $runs " in *" $name "*) plots+=("$out/$name/metrics.jsonl") labels+=(--label "$name H=$every") ;; esac
 done
 [ ${#plots[@]} = 0 ] || "$py" tools/plot_metrics.py "${plots[@]}" "${labels[@]}" --out "$out/sync-quality.png" \
@@ -94,7 +96,8 @@ pct = lambda a, b: f"{100 * (a / b - 1):+.2f}%" if b else "-"
 print(f"seeds: {' '.join(seeds)} (val bpb: the mean over them, then each seed's)")
 print("| sync | wire | final val bpb | per seed | vs grad | vs diloco f32 | MB sent per sync (rank 0) |\n|---|---|---|---|---|---|---|")
 for name, wire in (("grad", "f32"), ("avg", "f32"), ("avg-overlap", "f32"), ("diloco", "f32"), ("diloco-bf16", "bf16"),
-                   ("diloco-int8", "int8"), ("avg-overlap-int8", "int8")):
+                   ("diloco-int8", "int8"), ("diloco-int4", "int4"), ("avg-overlap-int8", "int8"),
+                   ("avg-overlap-int4", "int4")):
     if name not in runs:
         continue
     res = results(name)

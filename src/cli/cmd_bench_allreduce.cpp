@@ -106,7 +106,7 @@ int cmd_bench_allreduce(int argc, char** argv) {
       ("factor", "size step", cxxopts::value<int>()->default_value("4"))
       ("iters", "timed runs per size (0: by size)", cxxopts::value<int>()->default_value("0"))
       ("warmup", "untimed runs per size", cxxopts::value<int>()->default_value("1"))
-      ("wire", "f32, bf16 or int8 on the wire", cxxopts::value<std::string>()->default_value("f32"))
+      ("wire", "f32, bf16, int8 or int4 on the wire", cxxopts::value<std::string>()->default_value("f32"))
       ("op", "sum or avg", cxxopts::value<std::string>()->default_value("sum"))
       ("chunk-bytes", "pipeline chunk", cxxopts::value<std::string>()->default_value(std::to_string(net::kDefaultChunkBytes / 1024) + "K"))
       ("job", "job id (must match on every rank)", cxxopts::value<std::string>()->default_value("bench-allreduce"))
@@ -175,8 +175,10 @@ int cmd_bench_allreduce(int argc, char** argv) {
     std::vector<float> buf(n);
     std::vector<double> times;
     // Inputs are within [-8, 8]: each rank's rounding of a partial sum is at most half a
-    // step of 8 N / 127.
-    const float int8_tolerance = static_cast<float>(N) * 0.5f * 8.0f * static_cast<float>(N) / 127.0f * 1.01f;
+    // step of 8 N / L (L = 127 levels for int8, 7 for int4).
+    const bool coded = wire == net::Wire::Int8 || wire == net::Wire::Int4;
+    const float levels = wire == net::Wire::Int4 ? 7.0f : 127.0f;
+    const float coded_tolerance = static_cast<float>(N) * 0.5f * 8.0f * static_cast<float>(N) / levels * 1.01f;
     for (int it = 0; it < warmup + iters; ++it) {
       for (size_t i = 0; i < n; ++i) buf[i] = input_value(me, i, it);
       comm.barrier();  // start together, so the time is the all-reduce's own
@@ -187,7 +189,7 @@ int cmd_bench_allreduce(int argc, char** argv) {
         float want = 0;
         for (int q = 0; q < N; ++q) want += input_value(q, i, it);
         if (op == net::ReduceOp::Avg) want /= static_cast<float>(N);
-        if (wire == net::Wire::Int8 ? std::fabs(buf[i] - want) > int8_tolerance : buf[i] != want)
+        if (coded ? std::fabs(buf[i] - want) > coded_tolerance : buf[i] != want)
           throw RuntimeError("wrong all-reduce result at " + std::to_string(bytes) + " bytes, element " + std::to_string(i) +
                              ": " + std::to_string(buf[i]) + " instead of " + std::to_string(want));
       }

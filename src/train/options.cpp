@@ -116,7 +116,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
        cxxopts::value<int64_t>()->default_value("1"))
       ("outer-lr", "DiLoCo outer learning rate", cxxopts::value<float>()->default_value("0.7"))
       ("outer-momentum", "DiLoCo outer Nesterov momentum", cxxopts::value<float>()->default_value("0.9"))
-      ("wire", "f32, bf16 or int8 (avg and diloco only: blocks of 64 values with a scale, error feedback) on the wire", cxxopts::value<std::string>()->default_value("f32"))
+      ("wire", "f32, bf16, int8 or int4 (int8/int4: avg and diloco only, blocks of 64 values with a scale, error feedback) on the wire", cxxopts::value<std::string>()->default_value("f32"))
       ("job-id", "job name checked at the handshake", cxxopts::value<std::string>()->default_value("ringtrain"))
       ("min-ranks", "a lost rank does not stop the job while at least this many ranks live (the others re-form the ring and go on; a restarted rank rejoins); below it, the ranks checkpoint and exit 1 (not elastic with --sync-overlap)",
        cxxopts::value<int>()->default_value("1"))
@@ -212,8 +212,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   require(o.sync_every >= 1, "--sync-every must be at least 1");
   require(!o.sync_overlap || o.sync != SyncMode::Grad,
           "--sync-overlap applies to --sync avg and --sync diloco; drop it with --sync grad");
-  require(o.wire != net::Wire::Int8 || o.sync != SyncMode::Grad,
-          "--wire int8 applies to --sync avg and --sync diloco; with --sync grad use --wire f32 or bf16");
+  require((o.wire != net::Wire::Int8 && o.wire != net::Wire::Int4) || o.sync != SyncMode::Grad,
+          "--wire " + std::string(net::wire_name(o.wire)) +
+              " applies to --sync avg and --sync diloco; with --sync grad use --wire f32 or bf16");
   require(o.overlap_steps >= 1 && o.overlap_steps <= o.sync_every && (o.sync_overlap || o.overlap_steps == 1),
           "--overlap-steps goes with --sync-overlap and must be 1 to --sync-every (the average is applied before the next one starts)");
   require(o.peers.size() != 1, "--peers lists every rank's HOST:PORT; with one rank, leave --peers out");

@@ -24,7 +24,7 @@
 #include <zmq.hpp>
 
 #include "handshake.hpp"
-#include "int8_blocks.hpp"
+#include "block_codes.hpp"
 #include "ring_values.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "wire_format.hpp"
@@ -112,8 +112,8 @@ class Hostile {
       const size_t end0 = seg1.begin / kInt8BlockValues * kInt8BlockValues;
       std::vector<float> int8_mine0;
       for (size_t i = 0; i < end0; ++i) int8_mine0.push_back(value(1, i, 1));
-      std::string chunk(int8_encoded_bytes(int8_mine0.size()), '\0');
-      encode_int8(int8_mine0.data(), int8_mine0.size(), chunk.data(), nullptr, nullptr);
+      std::string chunk(coded_bytes(Wire::Int8, int8_mine0.size()), '\0');
+      encode_blocks(Wire::Int8, int8_mine0.data(), int8_mine0.size(), chunk.data(), nullptr, nullptr);
       if (attack == "int8-nan-scale") {
         const float nan = std::nanf("");
         std::memcpy(chunk.data() + sizeof(float), &nan, sizeof nan);  // the second block's scale

@@ -195,27 +195,29 @@ void scenario_bf16(Communicator& c, const Args&) {
   }
 }
 
-// int8 on the wire: the result is the exact sum minus the ranks' residuals (each at most
-// half a step of the block it was encoded in), every rank holds the same bits, and with
-// the residuals fed back, 20 all-reduces add up to 20 exact sums within one step's error.
+// int8 and int4 on the wire: the result is the exact sum minus the ranks' residuals (each
+// at most half a step of the block it was encoded in), every rank holds the same bits, and
+// with the residuals fed back, 20 all-reduces add up to 20 exact sums within one step's error.
 void scenario_int8(Communicator& c, const Args&) {
   const int W = c.world();
+  for (const auto& [wire, levels] : {std::pair{Wire::Int8, 127.0}, std::pair{Wire::Int4, 7.0}})
   for (size_t n : {size_t{1}, size_t{1000}, size_t{1000003}}) {
+    const std::string name = wire_name(wire);
     auto x = [](int r, size_t i) { return static_cast<float>(std::sin(0.37 * i + 1.3 * r) * (1 + r)); };
     std::vector<double> exact(n, 0.0);
     for (size_t i = 0; i < n; ++i)
       for (int r = 0; r < W; ++r) exact[i] += x(r, i);
     // A partial sum is at most sum_r (1 + r) in magnitude: half a step of that bounds an error.
-    const double half_step = 0.5 * (W * (W + 1) / 2.0) / 127 * 1.001;
+    const double half_step = 0.5 * (W * (W + 1) / 2.0) / levels * 1.001;
     std::vector<float> v(n), residual(n, 0.0f), feedback(n, 0.0f);
     std::vector<double> applied(n, 0.0);
     const int rounds = 20;
     for (int k = 0; k < rounds; ++k) {
       for (size_t i = 0; i < n; ++i) v[i] = x(c.rank(), i) + feedback[i];
-      c.all_reduce(v.data(), n, ReduceOp::Sum, Wire::Int8, residual.data());
+      c.all_reduce(v.data(), n, ReduceOp::Sum, wire, residual.data());
       for (size_t i = 0; i < n; ++i) {
         if (k == 0 && std::fabs(residual[i]) > half_step)
-          wrong("int8 residual n=" + std::to_string(n) + " element " + std::to_string(i) + " is " + std::to_string(residual[i]));
+          wrong(name + " residual n=" + std::to_string(n) + " element " + std::to_string(i) + " is " + std::to_string(residual[i]));
         applied[i] += v[i];
       }
       feedback = residual;
@@ -223,20 +225,20 @@ void scenario_int8(Communicator& c, const Args&) {
         std::string digest(reinterpret_cast<const char*>(v.data()), std::min<size_t>(n, 4096) * 4);
         auto all = c.all_gather_bytes(digest);
         for (int r = 0; r < W; ++r)
-          if (all[r] != digest) wrong("int8 all_reduce results differ between rank " + std::to_string(c.rank()) + " and " + std::to_string(r));
+          if (all[r] != digest) wrong(name + " all_reduce results differ between rank " + std::to_string(c.rank()) + " and " + std::to_string(r));
         std::vector<float> lost = residual;
         c.all_reduce(lost.data(), n, ReduceOp::Sum, Wire::F32);
         for (size_t i = 0; i < n; ++i)
           if (std::fabs(v[i] + lost[i] - exact[i]) > 1e-5 * (1 + std::fabs(exact[i])))
-            wrong("int8 all_reduce n=" + std::to_string(n) + " element " + std::to_string(i) + ": result " + std::to_string(v[i]) +
+            wrong(name + " all_reduce n=" + std::to_string(n) + " element " + std::to_string(i) + ": result " + std::to_string(v[i]) +
                   " + residuals " + std::to_string(lost[i]) + " != exact " + std::to_string(exact[i]));
       }
     }
     double worst = 0;
     for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(applied[i] - rounds * exact[i]));
     if (worst > 1.05 * W * half_step + 1e-5 * rounds * W * W)
-      wrong("int8 with error feedback drifted by " + std::to_string(worst) + " over " + std::to_string(rounds) + " all-reduces");
-    std::printf("rank %d: int8 n=%zu drift after %d rounds %.2e (one step %.2e)\n", c.rank(), n, rounds, worst, 2 * half_step);
+      wrong(name + " with error feedback drifted by " + std::to_string(worst) + " over " + std::to_string(rounds) + " all-reduces");
+    std::printf("rank %d: %s n=%zu drift after %d rounds %.2e (one step %.2e)\n", c.rank(), name.c_str(), n, rounds, worst, 2 * half_step);
   }
 }
 

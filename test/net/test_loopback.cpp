@@ -42,11 +42,12 @@ BOOST_AUTO_TEST_CASE(bf16_within_rounding_bound) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(int8_exact_up_to_the_residuals_with_feedback) {
+BOOST_AUTO_TEST_CASE(int8_and_int4_exact_up_to_the_residuals_with_feedback) {
   for (int world : {2, 3}) {
     auto procs = spawn_ranks(world, loopback_peers(world, port_base(3)), "int8");
     wait_all(procs, 180);
     expect_all_ok(procs, "int8 n=1000003");
+    expect_all_ok(procs, "int4 n=1000003");
   }
 }
 

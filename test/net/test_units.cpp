@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "bf16.hpp"
-#include "int8_blocks.hpp"
+#include "block_codes.hpp"
 #include "handshake.hpp"
 #include "refusal_log.hpp"
 #include "ringtrain/net/communicator.hpp"
@@ -67,85 +67,127 @@ BOOST_AUTO_TEST_CASE(bf16_rounds_to_nearest_even) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(int8_round_trip_within_half_a_step_per_block) {
-  // 200 values: three full blocks and a partial one, of very different magnitudes, and a
-  // block of zeros.
-  std::vector<float> x(200);
+// The block codes of --wire int8 and int4, with their levels each side of zero.
+struct Code {
+  Wire wire;
+  float levels;
+};
+constexpr Code kCodes[] = {{Wire::Int8, 127.0f}, {Wire::Int4, 7.0f}};
+
+BOOST_AUTO_TEST_CASE(block_codes_round_trip_within_half_a_step_per_block) {
+  // 201 values: three full blocks and a partial one (odd: int4's last byte holds one
+  // value), of very different magnitudes, and a block of zeros.
+  std::vector<float> x(201);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(0.7 * double(i)) * std::pow(10.0, double(i / 64) - 2));
   for (size_t i = 128; i < 192; ++i) x[i] = 0.0f;
-  std::string bytes(int8_encoded_bytes(x.size()), '\0');
-  BOOST_TEST(bytes.size() == 4 * 4 + 200u);
-  std::vector<float> decoded(x.size()), error(x.size()), again(x.size());
-  encode_int8(x.data(), x.size(), bytes.data(), decoded.data(), error.data());
-  BOOST_TEST(decode_int8(bytes.data(), x.size(), again.data()));
-  for (size_t b = 0; b < x.size(); b += kInt8Block) {
-    const size_t end = std::min(x.size(), b + kInt8Block);
-    float amax = 0;
-    for (size_t i = b; i < end; ++i) amax = std::max(amax, std::fabs(x[i]));
-    for (size_t i = b; i < end; ++i) {
-      BOOST_TEST(again[i] == decoded[i]);                       // what the sender keeps is what receivers get
-      BOOST_TEST(error[i] == x[i] - decoded[i]);                // the error is exact
-      BOOST_TEST(std::fabs(error[i]) <= amax / 254 * 1.0001f);  // half a step of this block's scale
+  BOOST_TEST(coded_bytes(Wire::Int8, x.size()) == 4 * 4 + 201u);
+  BOOST_TEST(coded_bytes(Wire::Int4, x.size()) == 4 * 4 + 101u);
+  for (const Code code : kCodes) {
+    BOOST_TEST_CONTEXT(wire_name(code.wire)) {
+      std::string bytes(coded_bytes(code.wire, x.size()), '\0');
+      std::vector<float> decoded(x.size()), error(x.size()), again(x.size());
+      encode_blocks(code.wire, x.data(), x.size(), bytes.data(), decoded.data(), error.data());
+      BOOST_TEST(decode_blocks(code.wire, bytes.data(), x.size(), again.data()));
+      for (size_t b = 0; b < x.size(); b += kBlockValues) {
+        const size_t end = std::min(x.size(), b + kBlockValues);
+        float amax = 0;
+        for (size_t i = b; i < end; ++i) amax = std::max(amax, std::fabs(x[i]));
+        for (size_t i = b; i < end; ++i) {
+          BOOST_TEST(again[i] == decoded[i]);                                 // what the sender keeps is what receivers get
+          BOOST_TEST(error[i] == x[i] - decoded[i]);                          // the error is exact
+          BOOST_TEST(std::fabs(error[i]) <= amax / (2 * code.levels) * 1.0001f);  // half a step of this block's scale
+        }
+        float levels_used = 0;  // the block's largest value maps to the top level
+        for (size_t i = b; i < end; ++i) levels_used = std::max(levels_used, std::fabs(decoded[i]));
+        if (amax > 0) BOOST_TEST(levels_used == amax, "block " << b / kBlockValues);
+      }
+      for (size_t i = 128; i < 192; ++i) BOOST_TEST(again[i] == 0.0f);
+      // Decoding into a sum adds the same values (the compiler may fuse the multiply-add,
+      // so within one rounding).
+      std::vector<float> acc(x.size(), 1.0f);
+      BOOST_TEST(add_blocks(code.wire, acc.data(), bytes.data(), x.size()));
+      for (size_t i = 0; i < x.size(); ++i)
+        BOOST_TEST(std::fabs(acc[i] - (1.0f + decoded[i])) <= 1e-6f * (1.0f + std::fabs(decoded[i])));
     }
   }
-  for (size_t i = 128; i < 192; ++i) BOOST_TEST(again[i] == 0.0f);
-  // Decoding into a sum adds the same values (the compiler may fuse the multiply-add, so
-  // within one rounding).
-  std::vector<float> acc(x.size(), 1.0f);
-  BOOST_TEST(add_int8(acc.data(), bytes.data(), x.size()));
-  for (size_t i = 0; i < x.size(); ++i)
-    BOOST_TEST(std::fabs(acc[i] - (1.0f + decoded[i])) <= 1e-6f * (1.0f + std::fabs(decoded[i])));
 }
 
-BOOST_AUTO_TEST_CASE(int8_error_feedback_sums_to_the_exact_value) {
+BOOST_AUTO_TEST_CASE(int4_packs_two_values_a_byte_low_nibble_first) {
+  // One block whose largest magnitude is 7: scale 1, so the values are the levels themselves.
+  std::vector<float> x = {7, -7, 1, -1, 0, 3};
+  std::string bytes(coded_bytes(Wire::Int4, x.size()), '\0');
+  encode_blocks(Wire::Int4, x.data(), x.size(), bytes.data(), nullptr, nullptr);
+  float scale;
+  std::memcpy(&scale, bytes.data(), 4);
+  BOOST_TEST(scale == 1.0f);
+  const unsigned char* v = reinterpret_cast<const unsigned char*>(bytes.data()) + 4;
+  BOOST_TEST(int(v[0]) == 0x97);  // 7 low, -7 (1001) high
+  BOOST_TEST(int(v[1]) == 0xf1);  // 1, -1
+  BOOST_TEST(int(v[2]) == 0x30);  // 0, 3
+}
+
+BOOST_AUTO_TEST_CASE(block_codes_error_feedback_sums_to_the_exact_value) {
   // The same vector sent 50 times, each time with the last error added: the decoded values
   // add up to 50 x the input, off by no more than the last error (half a step), while
   // without feedback the bias of rounding grows with every message.
   const size_t n = 64;
-  std::vector<float> x(n), e(n, 0.0f), in(n), decoded(n);
-  std::vector<double> sum(n, 0.0), plain(n, 0.0);
+  std::vector<float> x(n), e(n), in(n), decoded(n);
   for (size_t i = 0; i < n; ++i) x[i] = 0.013f * float(i) - 0.3f;
-  std::string bytes(int8_encoded_bytes(n), '\0');
-  for (int k = 0; k < 50; ++k) {
-    for (size_t i = 0; i < n; ++i) in[i] = x[i] + e[i];
-    encode_int8(in.data(), n, bytes.data(), decoded.data(), e.data());
-    for (size_t i = 0; i < n; ++i) sum[i] += decoded[i];
-    encode_int8(x.data(), n, bytes.data(), decoded.data(), nullptr);
-    for (size_t i = 0; i < n; ++i) plain[i] += decoded[i];
+  for (const Code code : kCodes) {
+    BOOST_TEST_CONTEXT(wire_name(code.wire)) {
+      std::fill(e.begin(), e.end(), 0.0f);
+      std::vector<double> sum(n, 0.0), plain(n, 0.0);
+      std::string bytes(coded_bytes(code.wire, n), '\0');
+      for (int k = 0; k < 50; ++k) {
+        for (size_t i = 0; i < n; ++i) in[i] = x[i] + e[i];
+        encode_blocks(code.wire, in.data(), n, bytes.data(), decoded.data(), e.data());
+        for (size_t i = 0; i < n; ++i) sum[i] += decoded[i];
+        encode_blocks(code.wire, x.data(), n, bytes.data(), decoded.data(), nullptr);
+        for (size_t i = 0; i < n; ++i) plain[i] += decoded[i];
+      }
+      double worst = 0, worst_plain = 0;
+      for (size_t i = 0; i < n; ++i) {
+        worst = std::max(worst, std::fabs(sum[i] - 50.0 * x[i]));
+        worst_plain = std::max(worst_plain, std::fabs(plain[i] - 50.0 * x[i]));
+      }
+      // The block's largest value is about 0.53, plus at most half a step of feedback.
+      const double step = 0.53 / (code.levels - 0.5);
+      BOOST_TEST(worst <= 0.5 * step * 1.01);
+      BOOST_TEST(worst_plain > 5 * step);  // the test can tell feedback from none
+    }
   }
-  double worst = 0, worst_plain = 0;
-  for (size_t i = 0; i < n; ++i) {
-    worst = std::max(worst, std::fabs(sum[i] - 50.0 * x[i]));
-    worst_plain = std::max(worst_plain, std::fabs(plain[i] - 50.0 * x[i]));
-  }
-  const double step = 0.53 / 127;  // the block's largest value is about 0.53
-  BOOST_TEST(worst <= 0.5 * step * 1.01);
-  BOOST_TEST(worst_plain > 5 * step);  // the test can tell feedback from none
 }
 
-BOOST_AUTO_TEST_CASE(int8_decoding_refuses_what_no_encoder_sends) {
+BOOST_AUTO_TEST_CASE(block_codes_refuse_what_no_encoder_sends) {
   const size_t n = 70;  // two blocks
-  std::vector<float> x(n, 0.5f), out(n);
-  std::string good(int8_encoded_bytes(n), '\0');
-  encode_int8(x.data(), n, good.data(), nullptr, nullptr);
-  BOOST_TEST(decode_int8(good.data(), n, out.data()));
-  auto with_scale = [&](size_t block, float scale) {
-    std::string b = good;
-    std::memcpy(b.data() + block * 4, &scale, 4);
-    return b;
-  };
-  for (float bad : {std::nanf(""), INFINITY, -1.0f, 3e38f}) {
-    BOOST_TEST(!decode_int8(with_scale(1, bad).data(), n, out.data()), "scale " << bad);
-    BOOST_TEST(!add_int8(out.data(), with_scale(0, bad).data(), n), "scale " << bad);
+  for (const Code code : kCodes) {
+    BOOST_TEST_CONTEXT(wire_name(code.wire)) {
+      std::vector<float> x(n, 0.5f), out(n);
+      std::string good(coded_bytes(code.wire, n), '\0');
+      encode_blocks(code.wire, x.data(), n, good.data(), nullptr, nullptr);
+      BOOST_TEST(decode_blocks(code.wire, good.data(), n, out.data()));
+      auto with_scale = [&](size_t block, float scale) {
+        std::string b = good;
+        std::memcpy(b.data() + block * 4, &scale, 4);
+        return b;
+      };
+      for (float bad : {std::nanf(""), INFINITY, -1.0f, 3e38f}) {
+        BOOST_TEST(!decode_blocks(code.wire, with_scale(1, bad).data(), n, out.data()), "scale " << bad);
+        BOOST_TEST(!add_blocks(code.wire, out.data(), with_scale(0, bad).data(), n), "scale " << bad);
+      }
+      // The one value below -L: int8's byte -128, int4's nibble -8 (here value 69, the high
+      // nibble of the last byte).
+      std::string lowest = good;
+      if (code.wire == Wire::Int8) lowest[8 + 69] = char(-128);
+      else lowest[8 + 34] = char((lowest[8 + 34] & 0x0f) | 0x80);
+      BOOST_TEST(!decode_blocks(code.wire, lowest.data(), n, out.data()));
+      // Non-finite inputs never produce an invalid message.
+      x[3] = std::nanf("");
+      x[66] = INFINITY;
+      encode_blocks(code.wire, x.data(), n, good.data(), nullptr, nullptr);
+      BOOST_TEST(decode_blocks(code.wire, good.data(), n, out.data()));
+    }
   }
-  std::string minus128 = good;
-  minus128[8 + 69] = char(-128);
-  BOOST_TEST(!decode_int8(minus128.data(), n, out.data()));
-  // Non-finite inputs never produce an invalid message.
-  x[3] = std::nanf("");
-  x[66] = INFINITY;
-  encode_int8(x.data(), n, good.data(), nullptr, nullptr);
-  BOOST_TEST(decode_int8(good.data(), n, out.data()));
 }
 
 BOOST_AUTO_TEST_CASE(handshake_names_first_differing_key) {

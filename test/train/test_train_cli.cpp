@@ -151,6 +151,7 @@ BOOST_AUTO_TEST_CASE(bad_flags) {
       {{"--steps", "5", "--stop-after", "5"}, "--stop-after"},
       {{"--wire", "fp8"}, "--wire"},
       {{"--wire", "int8", "--sync", "grad"}, "--wire int8 applies to --sync avg and --sync diloco"},
+      {{"--wire", "int4", "--sync", "grad"}, "--wire int4 applies to --sync avg and --sync diloco"},
       {{"--sync", "avg", "--sync-every", "4", "--sync-overlap", "--overlap-steps", "5"}, "--overlap-steps"},
       {{"--device-batch", "many"}, "--device-batch 'many' is neither a number of rows nor auto"},
       {{"--device-batch", "auto"}, "--device-batch auto splits --total-batch"},

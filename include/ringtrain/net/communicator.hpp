@@ -36,14 +36,15 @@ enum class ValueOp { Sum, Min, Max };
 // What travels on the wire. Bf16 halves the bytes; accumulation stays float32 and every
 // rank ends with bit-identical results. Int8 (all_reduce only) sends 1.0625 bytes a value:
 // blocks of 64 values with one scale each; every rank still ends with the same bits, and
-// the rounding error each rank made comes back to it (all_reduce's residual).
+// the rounding error each rank made comes back to it (all_reduce's residual). Int4 does the
+// same with 7 levels each side of zero instead of 127, in 0.5625 bytes a value.
 // The values are the header's wire field: keep them.
-enum class Wire : uint8_t { F32 = 0, Bf16 = 1, Int8 = 2 };
-// Values per int8 block (one scale each).
+enum class Wire : uint8_t { F32 = 0, Bf16 = 1, Int8 = 2, Int4 = 3 };
+// Values per int8 or int4 block (one scale each).
 constexpr size_t kInt8BlockValues = 64;
 
 const char* wire_name(Wire w);
-// "f32", "bf16" or "int8"; throws rt::UsageError otherwise.
+// "f32", "bf16", "int8" or "int4"; throws rt::UsageError otherwise.
 Wire parse_wire(const std::string& text);
 
 // A peer died, went silent, left the job, broke the protocol, or its connection failed an
@@ -127,7 +128,7 @@ class Communicator {
 
   // In place on n floats of every rank. Ring: reduce-scatter, then all-gather, pipelined in
   // chunks. n == 0 is a no-op that still keeps the ranks in step.
-  // With Wire::Int8 the result is the sum (or average) of the ranks' data minus the
+  // With Wire::Int8 (or Int4) the result is the sum (or average) of the ranks' data minus the
   // rounding errors, and `residual` (n floats, or null to drop them) receives this rank's
   // share of those errors: add it to the next call's data (error feedback) and, summed over
   // calls, nothing is lost. Its blocks lie on a fixed grid, data[64k, 64k + 64) (kInt8BlockValues):

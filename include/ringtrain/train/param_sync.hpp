@@ -7,12 +7,13 @@
 // continues from the new anchor. With lr 1 and mu 0 this is exactly avg.
 // Each rank keeps its own optimizer state (as in local SGD and DiLoCo).
 //
-// With int8 on the wire (--wire int8) the ranks send their change since the last common
-// point A (diloco's anchor; for avg, the last average), each tensor in int8 blocks of its
-// own: x = w * (p - A) + e, where e is the rounding error this rank's part of the last
-// all-reduce left out (error feedback, kept in the checkpoint). The all-reduce returns the same decoded sum S on every rank and each
-// rank's new e; the average is A + S, so the replicas stay bit-identical, and over many
-// syncs the rounding errors cancel instead of accumulating.
+// With int8 or int4 on the wire (--wire int8 / int4) the ranks send their change since the
+// last common point A (diloco's anchor; for avg, the last average), each tensor in blocks
+// of its own: x = w * (p - A) + e, where e is the rounding error this rank's part of the
+// last all-reduce left out (error feedback, kept in the checkpoint). The all-reduce returns
+// the same decoded sum S on every rank and each rank's new e; the average is A + S, so the
+// replicas stay bit-identical, and over many syncs the rounding errors cancel instead of
+// accumulating. (Below, "int8" stands for both codes.)
 //
 // Overlap (--sync-overlap): start() takes a snapshot x of the parameters and all-reduces it
 // on a thread of its own while the next step computes; finish(), one step later, sets
@@ -63,7 +64,7 @@ class ParamSync {
 
  private:
   bool outer() const { return !(outer_lr_ == 1.0f && outer_momentum_ == 0.0f); }
-  bool compressed() const { return wire_ == net::Wire::Int8; }
+  bool compressed() const { return wire_ == net::Wire::Int8 || wire_ == net::Wire::Int4; }
   // buf_ = what this rank sends for parameters p (copied to snapshot unless null); then
   // the all-reduce of buf_ (network only, so that it can run on the worker thread).
   void fill_send_buffer(const float* p, float* snapshot);

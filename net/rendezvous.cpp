@@ -263,23 +263,26 @@ class Probes {
   void run(int p) {
     auto last_answer = start_;
     int refusals = 0, unanswered = 0;
+    const PeerAddress& peer = o_.peers[size_t(p)];
     while (!stop_) {
       PeerView v;
+      bool answered = false;
       // Once nothing listened on the port, look there first: a dead rank's port refuses at
       // once, while a request to it waits the whole probe timeout (a process that died leaves
       // a refusing port; one that is starting again soon answers the request).
-      if (refusals > 0 && nothing_listens(o_.peers[size_t(p)])) {
-        if (++refusals >= 2) v.seen = PeerView::Absent;
+      if (refusals > 0 && nothing_listens(peer)) {
+        ++refusals;
       } else {
         try {
-          v = parse_status(request(o_.peers[size_t(p)].text(), "elastic status", attempt_timeout(o_, unanswered), o_.key));
-          last_answer = Clock::now(), refusals = 0, unanswered = 0;
+          v = parse_status(request(peer.text(), "elastic status", attempt_timeout(o_, unanswered), o_.key));
+          answered = true, last_answer = Clock::now(), refusals = 0, unanswered = 0;
         } catch (const std::exception&) {
           ++unanswered;
-          refusals = nothing_listens(o_.peers[size_t(p)]) ? refusals + 1 : 0;
-          if (refusals >= 2 || seconds_since(last_answer) >= o_.silent_timeout_s) v.seen = PeerView::Absent;
+          refusals = nothing_listens(peer) ? refusals + 1 : 0;
         }
       }
+      // Refused twice in a row (nothing listens: the process is gone), or silent too long.
+      if (!answered && (refusals >= 2 || seconds_since(last_answer) >= o_.silent_timeout_s)) v.seen = PeerView::Absent;
       {
         std::lock_guard lk(mu_);
         views_[size_t(p)] = v;

@@ -38,9 +38,9 @@
 #   2 ranks, --sync avg --sync-every 8 --sync-overlap --overlap-steps 8 --wire int8;
 # and prints tok/s against 1 rank and the bytes rank 0 sends per sync. Every run trains 8
 # steps more than it measures, so that its final wait for the last average (once per run)
-# stays out of the rate. --slow-runs picks some
-# of the 2-rank runs, as "SYNC WIRE OVERLAP-STEPS" separated by commas, e.g.
-# --slow-runs "diloco int8 8,avg int8 8". On a kernel without
+# stays out of the rate. --slow-runs picks the 2-rank runs instead, as "SYNC WIRE
+# OVERLAP-STEPS" separated by commas, e.g. --slow-runs "diloco int8 8,avg int4 8" (any
+# --wire). On a kernel without
 # sch_netem (or with --link-emulator), hosts.sh joins the two hosts through its userspace
 # link emulator instead, with the same rate, round trip and loss (build it first: `meson
 # compile -C build` makes build/tools/netns/link-emulator). --netem none keeps only the rate

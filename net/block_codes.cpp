@@ -14,8 +14,6 @@ namespace {
 // The largest scale a receiver accepts: L * scale must stay finite for L <= 127.
 constexpr float kMaxScale = FLT_MAX / 128.0f;
 
-int levels(Wire w) { return w == Wire::Int4 ? 7 : 127; }
-
 float block_scale(const float* x, size_t n, float L) {
   float amax = 0;
   for (size_t i = 0; i < n; ++i)
@@ -86,7 +84,7 @@ bool load_scale(const void* src, size_t b, float& scale) {
 template <class F>
 bool for_each_decoded(Wire w, const void* src, size_t n, F&& f) {
   const auto* values = static_cast<const unsigned char*>(src) + coded_blocks(n) * sizeof(float);
-  const int lowest_valid = -levels(w);
+  const int lowest_valid = -block_code_levels(w);
   int8_t q[kBlockValues];
   for (size_t b = 0, begin = 0; begin < n; ++b, begin += kBlockValues) {
     float scale;
@@ -105,7 +103,7 @@ bool for_each_decoded(Wire w, const void* src, size_t n, F&& f) {
 
 void encode_blocks(Wire w, const float* src, size_t n, void* dst, float* decoded, float* error) {
   auto* values = static_cast<unsigned char*>(dst) + coded_blocks(n) * sizeof(float);
-  const float L = float(levels(w));
+  const float L = float(block_code_levels(w));
   int8_t q[kBlockValues];
   for (size_t b = 0, begin = 0; begin < n; ++b, begin += kBlockValues) {
     const size_t m = std::min(n - begin, kBlockValues);

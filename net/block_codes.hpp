@@ -21,7 +21,6 @@ namespace rt::net {
 
 constexpr size_t kBlockValues = kInt8BlockValues;
 
-constexpr bool block_coded(Wire w) { return w == Wire::Int8 || w == Wire::Int4; }
 constexpr size_t coded_blocks(size_t n) { return (n + kBlockValues - 1) / kBlockValues; }
 // Bytes of n values in code w (block_coded(w)).
 constexpr size_t coded_bytes(Wire w, size_t n) {

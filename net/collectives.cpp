@@ -195,7 +195,7 @@ void Communicator::collective(F&& body) {
 namespace {
 // int8 and int4 need the all-reduce's one encoding per element (ring_allreduce.cpp).
 void require_float_wire(Wire wire, const char* collective) {
-  if (wire == Wire::Int8 || wire == Wire::Int4)
+  if (block_coded(wire))
     throw UsageError(std::string(collective) + " takes f32 or bf16 on the wire; int8 and int4 are for all_reduce only");
 }
 }  // namespace

@@ -31,9 +31,10 @@
 // With int8 or int4 on the wire (all-reduce only; block_codes.hpp), every rank encodes each
 // element exactly once: the partial sum it forwards in the reduce-scatter, or, for its own
 // segment, the finished sum, which it encodes once, keeps decoded and sends; the all-gather
-// forwards the received bytes unchanged. So every rank decodes the same bytes (identical results), and the
-// result is sum(data) - sum over ranks of the error each rank made, which it gets back in
-// `residual` (error feedback: add it to the next call's data and nothing is lost).
+// forwards the received bytes unchanged. So every rank decodes the same bytes (identical
+// results), and the result is sum(data) - sum over ranks of the error each rank made, which
+// it gets back in `residual` (error feedback: add it to the next call's data and nothing is
+// lost).
 #include <algorithm>
 #include <cstring>
 #include <string>

@@ -176,9 +176,9 @@ int cmd_bench_allreduce(int argc, char** argv) {
     std::vector<double> times;
     // Inputs are within [-8, 8]: each rank's rounding of a partial sum is at most half a
     // step of 8 N / L (L = 127 levels for int8, 7 for int4).
-    const bool coded = wire == net::Wire::Int8 || wire == net::Wire::Int4;
-    const float levels = wire == net::Wire::Int4 ? 7.0f : 127.0f;
-    const float coded_tolerance = static_cast<float>(N) * 0.5f * 8.0f * static_cast<float>(N) / levels * 1.01f;
+    const bool coded = net::block_coded(wire);
+    const float coded_tolerance =
+        static_cast<float>(N) * 0.5f * 8.0f * static_cast<float>(N) / static_cast<float>(net::block_code_levels(wire)) * 1.01f;
     for (int it = 0; it < warmup + iters; ++it) {
       for (size_t i = 0; i < n; ++i) buf[i] = input_value(me, i, it);
       comm.barrier();  // start together, so the time is the all-reduce's own

@@ -212,7 +212,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   require(o.sync_every >= 1, "--sync-every must be at least 1");
   require(!o.sync_overlap || o.sync != SyncMode::Grad,
           "--sync-overlap applies to --sync avg and --sync diloco; drop it with --sync grad");
-  require((o.wire != net::Wire::Int8 && o.wire != net::Wire::Int4) || o.sync != SyncMode::Grad,
+  require(!net::block_coded(o.wire) || o.sync != SyncMode::Grad,
           "--wire " + std::string(net::wire_name(o.wire)) +
               " applies to --sync avg and --sync diloco; with --sync grad use --wire f32 or bf16");
   require(o.overlap_steps >= 1 && o.overlap_steps <= o.sync_every && (o.sync_overlap || o.overlap_steps == 1),

@@ -1,10 +1,9 @@
 #include "ringtrain/train/param_sync.hpp"
 
-#include <algorithm>
 #include <utility>
 
 #include "ringtrain/errors.hpp"
-#include "ringtrain/train/checkpoint.hpp"
+#include "ringtrain/train/replica_check.hpp"
 
 namespace rt::train {
 
@@ -89,10 +88,7 @@ void ParamSync::begin(bool overlapped) {
   // a checkpoint of a step between averages holds different parameters on each. A fresh
   // start has the same on every rank: only a 4-byte checksum crosses then, not the model
   // (which takes minutes on a slow link).
-  const uint32_t crc = crc32_of(anchor_.data(), anchor_.size() * sizeof(float));
-  const auto all = comm_.all_gather_record(crc);
-  if (std::any_of(all.begin(), all.end(), [&](uint32_t c) { return c != crc; }))
-    comm_.broadcast(anchor_.data(), anchor_.size(), 0);
+  if (first_rank_differing(comm_, anchor_.data(), anchor_.size()) >= 0) comm_.broadcast(anchor_.data(), anchor_.size(), 0);
 }
 
 void ParamSync::sync() {

@@ -14,12 +14,16 @@ void check_replicas(net::Communicator& comm, model::ParamSet& params, int64_t st
   // check after step 0, as a replica that rounds differently would.
   if (const char* r = std::getenv("RINGTRAIN_TEST_PERTURB_RANK"); r && step > 0 && std::atoi(r) == comm.rank())
     params.data()[0] = std::nextafter(params.data()[0], INFINITY);
-  const uint32_t crc = crc32_of(params.data(), size_t(params.size()) * sizeof(float));
-  const auto all = comm.all_gather_record(crc);
-  for (size_t r = 0; r < all.size(); ++r)
-    if (all[r] != all[0])
-      throw RuntimeError("replicas have drifted at step " + std::to_string(step) + ": rank " + std::to_string(r) +
-                         "'s parameters differ from rank 0's; build every host with the same compiler and -Dnative=false, then --resume");
+  if (const int r = first_rank_differing(comm, params.data(), size_t(params.size())); r >= 0)
+    throw RuntimeError("replicas have drifted at step " + std::to_string(step) + ": rank " + std::to_string(r) +
+                       "'s parameters differ from rank 0's; build every host with the same compiler and -Dnative=false, then --resume");
+}
+
+int first_rank_differing(net::Communicator& comm, const float* data, size_t n) {
+  const auto all = comm.all_gather_record(crc32_of(data, n * sizeof(float)));
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) return int(r);
+  return -1;
 }
 
 }  // namespace rt::train

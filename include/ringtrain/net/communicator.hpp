@@ -42,6 +42,10 @@ enum class ValueOp { Sum, Min, Max };
 enum class Wire : uint8_t { F32 = 0, Bf16 = 1, Int8 = 2, Int4 = 3 };
 // Values per int8 or int4 block (one scale each).
 constexpr size_t kInt8BlockValues = 64;
+// The block-scaled codes (all_reduce only, with error feedback), and their levels each
+// side of zero: a value travels as q * scale with q in -L..L.
+constexpr bool block_coded(Wire w) { return w == Wire::Int8 || w == Wire::Int4; }
+constexpr int block_code_levels(Wire w) { return w == Wire::Int4 ? 7 : 127; }
 
 const char* wire_name(Wire w);
 // "f32", "bf16", "int8" or "int4"; throws rt::UsageError otherwise.

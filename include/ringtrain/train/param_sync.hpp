@@ -64,7 +64,7 @@ class ParamSync {
 
  private:
   bool outer() const { return !(outer_lr_ == 1.0f && outer_momentum_ == 0.0f); }
-  bool compressed() const { return wire_ == net::Wire::Int8 || wire_ == net::Wire::Int4; }
+  bool compressed() const { return net::block_coded(wire_); }
   // buf_ = what this rank sends for parameters p (copied to snapshot unless null); then
   // the all-reduce of buf_ (network only, so that it can run on the worker thread).
   void fill_send_buffer(const float* p, float* snapshot);

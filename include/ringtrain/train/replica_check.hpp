@@ -12,4 +12,8 @@ namespace rt::train {
 // Throws rt::RuntimeError naming the first rank whose parameters differ from rank 0's.
 void check_replicas(net::Communicator& comm, model::ParamSet& params, int64_t step);
 
+// The first rank whose n floats differ from rank 0's (by their CRC-32), or -1 when all
+// agree. Every rank must call it, and every rank gets the same answer.
+int first_rank_differing(net::Communicator& comm, const float* data, size_t n);
+
 }  // namespace rt::train

@@ -12,7 +12,7 @@ bool diloco(const SyncContext& ctx) { return ctx.options->sync == SyncMode::Dilo
 // Parameter-sized buffers of ParamSync: the all-reduce buffer, diloco's anchor and outer
 // momentum, and with int8 the common point (diloco's anchor doubles as it) and the error.
 int parameter_buffers(const SyncContext& ctx) {
-  const bool int8 = ctx.options->wire == net::Wire::Int8 || ctx.options->wire == net::Wire::Int4;
+  const bool int8 = net::block_coded(ctx.options->wire);
   return diloco(ctx) ? 3 + int8 : 1 + 2 * int8;
 }
 }  // namespace

@@ -101,7 +101,7 @@ if [ "$key" = new ]; then
   key=$work/job.key
   "$bin" keygen --out "$key" >/dev/null || exit 1
 fi
-hosts up "$prefix" 2 --rate "$rate" ${netem:+--netem "$netem"} ${emulate:+"$emulate"} --firewall 29500-29510 || exit 1
+hosts up "$prefix" 2 --rate "$rate" ${netem:+--netem "$netem"} ${emulate:+"$emulate"} --link-cpus 0,1 --firewall 29500-29510 || exit 1
 # A process in the switch namespace is the link emulator (hosts.sh's choice where sch_netem is missing).
 link="tc netem on both ends of each link"
 [ -n "$(ip netns pids "${prefix}sw" 2>/dev/null)" ] && link="the userspace link emulator, the same path"
@@ -110,7 +110,8 @@ in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"
 
 # tok/s over the step records after the warm-up and the mean network time per step, from a
 # metrics file (ringtrain) or a JSON-lines stdout (PyTorch). Tokens / time: from rank 0's
-# clock (elapsed_s) where the records have it (with avg the ranks run free between
+# clock, between the moments every rank had finished the window's first and last steps
+# (synced_s) or rank 0's own ends of them (elapsed_s; with avg the ranks run free between
 # syncs, so per-step times say little), else the harmonic mean of the per-step rates.
 throughput() { "$py" tools/metrics_rate.py "$1" "$warmup" "$steps"; }
 

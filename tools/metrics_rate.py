@@ -6,9 +6,12 @@
 prints "TOK_PER_S COMM_S": tokens / time over the step records after the first WARMUP (the
 next COUNT of them when given, e.g. to leave out the wait for the last average), and
 the mean network time per step not hidden by compute. Tokens / time come from rank 0's
-clock (elapsed_s) where the records have it (with avg the ranks run free between syncs, so
-per-step times say little), else the harmonic mean of the per-step rates (PyTorch's
-JSON-lines output). Prints "-" when there are no records after the warm-up.
+clock: between the times at which every rank had finished the two steps (synced_s, taken
+when the ranks' step reports met) where both records have it, else between rank 0's own
+ends of those steps (elapsed_s; with avg the ranks run free between syncs, so per-step
+times say little, and a rank that fell behind during the warm-up would put its lag into
+the window), else the harmonic mean of the per-step rates (PyTorch's JSON-lines output).
+Prints "-" when there are no records after the warm-up.
 """
 import json, sys, statistics
 recs = []
@@ -24,7 +27,9 @@ if len(sys.argv) > 3:
     recs = recs[:int(sys.argv[3])]
 if not recs:
     print("-"); sys.exit()
-if before and "elapsed_s" in before:
+if before and "synced_s" in before and "synced_s" in recs[-1]:
+    rate = (recs[-1]["tokens"] - before["tokens"]) / (recs[-1]["synced_s"] - before["synced_s"])
+elif before and "elapsed_s" in before:
     rate = (recs[-1]["tokens"] - before["tokens"]) / (recs[-1]["elapsed_s"] - before["elapsed_s"])
 else:
     rate = statistics.harmonic_mean([r["tok_per_s"] for r in recs])

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/train/log.hpp"
 #include "ringtrain/train/stop_signals.hpp"
 
 using nlohmann::json;
@@ -72,6 +73,9 @@ bool StepReports::exchange(int64_t step_now, double tokens_seen, double val_bpb)
     }
   }
   pending_.clear();
+  // Every rank has finished step_now by now: from here, the job as a whole is at that step
+  // (elapsed_s is this rank's own end of each step; free-running ranks may be seconds apart).
+  const double synced_s = now_s() - setup_.run_start_s;
   bool stop = false;
   for (size_t k = 0; k < n; ++k) {
     const int64_t step = step_now - int64_t(n - 1 - k);
@@ -93,6 +97,7 @@ bool StepReports::exchange(int64_t step_now, double tokens_seen, double val_bpb)
     if (comm_) {
       rec["ranks"] = per_rank;
       rec["bytes_sent"] = mine.bytes_sent;
+      if (k + 1 == n) rec["synced_s"] = synced_s;
     }
     metrics_.write(rec);
     if (k + 1 < n) continue;

@@ -417,6 +417,7 @@ int Trainer::run() {
   rs.global_tokens = global_tokens_;
   rs.flops_per_token = model::flops_per_token(cfg_);
   rs.peak_gflops = kernels::measure_matmul_gflops(1024, 512, 1024, 5);
+  rs.run_start_s = run_start_s_;
   logf("model d%lld: %lld parameters, %lld FLOPs/token, vocab %u, T %lld; batch %lld tokens/step (%lld micro-steps of %lld x %lld here); %d threads; matmul peak %.0f GFLOP/s",
        (long long)cfg_.n_layer, (long long)model::count_params(cfg_).total, (long long)rs.flops_per_token, data_.vocab,
        (long long)o_.seq_len, (long long)global_tokens_, (long long)accum_, (long long)o_.device_batch,

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -318,6 +319,33 @@ BOOST_AUTO_TEST_CASE(tcp_crosses_in_super_frames_and_keeps_its_bytes_through_los
   const double share = static_cast<double>(lost) / static_cast<double>(frames);
   BOOST_TEST(share >= 0.012);  // expected 1.99%, standard deviation about 0.14% over ~9000 frames
   BOOST_TEST(share <= 0.03);
+}
+
+// With --link-cpus A,B the thread that delivers into host 0 ("to-a") may run on core A only
+// and the one that delivers into host 1 ("to-b") on core B only: each host's receiving
+// stack runs on its own core, as on two machines. Given in reverse order (1,0), so that
+// swapped directions or an ignored flag fail. Traffic still crosses.
+BOOST_AUTO_TEST_CASE(delivers_into_each_host_from_that_hosts_core) {
+  if (!can_emulate()) return;
+  if (!testskip::require(std::thread::hardware_concurrency() >= 2, "needs two cores")) return;
+  NetnsHosts hosts(2, "sp", "--netem 'delay 1ms' --link-emulator --link-cpus 1,0");
+  std::string pid;
+  BOOST_REQUIRE(run_shell("ip netns pids " + hosts.switch_ns(), &pid) == 0);
+  const std::string task = "/proc/" + std::to_string(std::stol(pid)) + "/task";
+  std::string listing;
+  BOOST_REQUIRE(run_shell("ls " + task, &listing) == 0);
+  std::map<std::string, std::string> cpus_of;  // thread name -> Cpus_allowed_list
+  std::istringstream tids(listing);
+  for (std::string tid; tids >> tid;) {
+    std::ifstream comm(task + "/" + tid + "/comm"), status(task + "/" + tid + "/status");
+    std::string name, line;
+    std::getline(comm, name);
+    while (std::getline(status, line))
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) cpus_of[name] = line.substr(line.find_first_not_of(" \t", 18));
+  }
+  BOOST_TEST(cpus_of["to-a"] == "1");
+  BOOST_TEST(cpus_of["to-b"] == "0");
+  BOOST_TEST(udp_delivered(hosts, 200) == 200);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -396,6 +398,42 @@ double total_bytes_sent(const std::string& metrics) {
     if (j.contains("bytes_sent")) total += j["bytes_sent"].get<double>();
   }
   return total;
+}
+
+// With avg overlapped the ranks run free between averages and meet first at the report
+// exchange; synced_s marks when every rank had ended a step (the records where their
+// reports met), elapsed_s when rank 0 did. Rank 1 is held (SIGSTOP) for 2 s right after the
+// first evaluation: rank 0 reaches step 8 long before it,
+// so step 8's synced_s is at least ~2 s after its elapsed_s, and benchmarks that time a
+// window by synced_s do not count that lag twice. Only the steps where the reports met
+// (8 and 16) carry it.
+BOOST_AUTO_TEST_CASE(synced_s_marks_when_every_rank_had_ended_the_step) {
+  auto ranks = start_ranks("synced", {2, 2}, nettest::port_base(3),
+                           {"--steps", "16", "--eval-every", "0", "--sync", "avg", "--sync-every", "8", "--sync-overlap"});
+  const std::string metrics = run_dir("synced") + "/metrics.jsonl";
+  BOOST_REQUIRE(nettest::wait_until([&] {
+    std::ifstream in(metrics);
+    return std::string(std::istreambuf_iterator<char>(in), {}).find("val_bpb") != std::string::npos;
+  }, 120));
+  ::kill(ranks[1].pid, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ::kill(ranks[1].pid, SIGCONT);
+  nettest::wait_all(ranks, 120);
+  require_all_ok(ranks);
+  std::istringstream lines(rt::io::read_file(metrics));
+  int with_synced = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("elapsed_s")) continue;
+    const int64_t step = j["step"].get<int64_t>();
+    BOOST_TEST(j.contains("synced_s") == (step % 8 == 0), "step " << step);
+    if (!j.contains("synced_s")) continue;
+    ++with_synced;
+    const double lag = j["synced_s"].get<double>() - j["elapsed_s"].get<double>();
+    BOOST_TEST(lag >= 0.0, "step " << step);
+    if (step == 8) BOOST_TEST(lag >= 1.5, "rank 0 ended step 8 only " << lag << " s before rank 1");
+  }
+  BOOST_TEST(with_synced == 2);
 }
 
 // --wire int8 and int4 with avg (overlapped) and diloco: the replicas are identical after

@@ -3,7 +3,8 @@
 # namespace PREFIXhI with one interface eth0 at 10.99.0.(I+1)/24; all hang off a bridge in
 # the namespace PREFIXsw, like machines on a switch. Traffic never leaves these namespaces.
 #
-#   hosts.sh up PREFIX N [--rate 1gbit] [--netem ARGS] [--link-emulator] [--firewall A-B]   create N hosts
+#   hosts.sh up PREFIX N [--rate 1gbit] [--netem ARGS] [--link-emulator [--link-cpus A,B]] [--firewall A-B]
+#                                                           create N hosts
 #   hosts.sh firewall PREFIX N A-B | off                    policy-drop firewall, only TCP A-B open
 #   hosts.sh down PREFIX N                                  delete them (safe to repeat)
 #   hosts.sh addr I                                         address of host I
@@ -22,7 +23,10 @@
 # direction: --rate as is, twice the netem delay one way, and loss 1-(1-p)^2 (p the netem
 # loss), limit 10000 frames. "--rate 100mbit --netem 'delay 10ms loss 0.05%'" thus gives the
 # same 100 Mbit/s, 40 ms round trip and 0.1% loss each way. Only "delay T" and "loss P%" are
-# understood there. `down` stops it (SIGTERM) with the namespaces; its log is
+# understood there. --link-cpus A,B: the cores the processes of host 0 and host 1 run on;
+# the emulator delivers into each host from that host's core (the receiving network stack
+# runs in that delivery: a real host does that work on its own CPU), else where the
+# scheduler puts it. `down` stops it (SIGTERM) with the namespaces; its log is
 # ${TMPDIR:-/tmp}/PREFIX-link-emulator.log while it runs.
 # The firewall is the user's: nftables inet table, input chain, policy drop, accepting
 # lo, established/related and TCP ports A-B.
@@ -105,12 +109,15 @@ case "$cmd" in
   addr) addr "${2:?host index}" ;;
   up)
     prefix=${2:?prefix} n=${3:?number of hosts}; shift 3
-    rate="" range="" netem="" emulate=0
+    rate="" range="" netem="" emulate=0 link_cpus=""
     while [ $# -gt 0 ]; do
       case "$1" in
         --rate) rate=$2; shift 2 ;;
         --netem) netem=$2; shift 2 ;;
         --link-emulator) emulate=1; shift ;;
+        --link-cpus)
+          [[ ${2:-} =~ ^([0-9]+),([0-9]+)$ ]] || { echo "hosts.sh: --link-cpus '${2:-}': give the cores of host 0 and host 1, e.g. 0,1" >&2; exit 2; }
+          link_cpus="--cpu-a ${BASH_REMATCH[1]} --cpu-b ${BASH_REMATCH[2]}"; shift 2 ;;
         --firewall) range=$2; shift 2 ;;
         *) echo "hosts.sh: unknown option $1" >&2; exit 2 ;;
       esac
@@ -142,7 +149,7 @@ case "$cmd" in
       done
       log=$(emulator_log "$prefix")
       # shellcheck disable=SC2086  # flags are words
-      ip netns exec "$sw" "$emulator" --ns-a "${prefix}h0" --ns-b "${prefix}h1" ${rate:+--rate "$rate"} $flags \
+      ip netns exec "$sw" "$emulator" --ns-a "${prefix}h0" --ns-b "${prefix}h1" ${rate:+--rate "$rate"} $flags $link_cpus \
         --limit 10000 < /dev/null > "$log" 2>&1 &
       pid=$!
       for _ in $(seq 100); do

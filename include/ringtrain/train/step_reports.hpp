@@ -53,6 +53,7 @@ struct ReportSetup {
   int64_t global_tokens = 0;
   int64_t flops_per_token = 0;
   double peak_gflops = 0;
+  double run_start_s = 0;  // now_s() when the run started: elapsed_s and synced_s count from it
 };
 
 class StepReports {

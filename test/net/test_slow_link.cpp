@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -331,13 +332,9 @@ BOOST_AUTO_TEST_CASE(delivers_into_each_host_from_that_hosts_core) {
   NetnsHosts hosts(2, "sp", "--netem 'delay 1ms' --link-emulator --link-cpus 1,0");
   std::string pid;
   BOOST_REQUIRE(run_shell("ip netns pids " + hosts.switch_ns(), &pid) == 0);
-  const std::string task = "/proc/" + std::to_string(std::stol(pid)) + "/task";
-  std::string listing;
-  BOOST_REQUIRE(run_shell("ls " + task, &listing) == 0);
   std::map<std::string, std::string> cpus_of;  // thread name -> Cpus_allowed_list
-  std::istringstream tids(listing);
-  for (std::string tid; tids >> tid;) {
-    std::ifstream comm(task + "/" + tid + "/comm"), status(task + "/" + tid + "/status");
+  for (const auto& thread : std::filesystem::directory_iterator("/proc/" + std::to_string(std::stol(pid)) + "/task")) {
+    std::ifstream comm(thread.path() / "comm"), status(thread.path() / "status");
     std::string name, line;
     std::getline(comm, name);
     while (std::getline(status, line))

@@ -468,8 +468,7 @@ bool carry(Direction& d, const Options& o, int stop_fd) {
     int64_t until = -1;       // when to wake without input; -1: only for input
     if (!d.on_the_way.empty()) until = o.coalesce_ns > 0 ? woke + o.coalesce_ns : d.on_the_way.front().due_ns;
     const int64_t left = until < 0 ? -1 : std::max<int64_t>(0, until - now_ns());
-    const timespec wait{static_cast<time_t>(std::max<int64_t>(left, 0) / 1000000000),
-                        static_cast<long>(std::max<int64_t>(left, 0) % 1000000000)};
+    const timespec wait{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};  // used if left >= 0
     // Ticking, the input is read at the next tick: poll only the stop signal then.
     pollfd fds[2] = {{stop_fd, POLLIN, 0}, {d.in, POLLIN, 0}};
     const nfds_t watched = until >= 0 && o.coalesce_ns > 0 ? 1 : 2;

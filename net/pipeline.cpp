@@ -1,6 +1,7 @@
 // The send/receive loop shared by all collectives (see pipeline.hpp).
 #include "pipeline.hpp"
 
+#include <algorithm>
 #include <optional>
 
 namespace rt::net {
@@ -43,9 +44,20 @@ uint64_t run_stream(Transport& t, uint64_t seq, const Stream& s) {
   std::optional<zmq::message_t> staged;  // encoded but refused by a full queue
   size_t sent = 0, received = 0;
   uint64_t bytes_sent = 0;
+  // A full send queue frees up without notice (a ROUTER's POLLOUT is not per peer), so this
+  // thread naps then and tries again. On a slow link a message takes milliseconds to leave
+  // (66 KB of int8 at 100 Mbit/s: 5 ms), and 1 ms naps woke this thread about a thousand
+  // times a second beside the compute on its core. So the nap adapts: doubled when one ends
+  // with the queue still full (shorter than a message takes to leave), halved when several
+  // messages could go after it, which keeps it within a few messages' time of the queue's
+  // HWM (16 messages), so the link never runs dry.
+  constexpr int kMaxNapMs = 16;
+  int nap_ms = 1;
+  bool napped = false;  // the last wait slept its whole nap on a full queue
   t.check_healthy();
   while (sent < s.send_items || received < s.recv_items) {
     bool progress = false, blocked = false;
+    const size_t sent_before = sent;
     while (sent < s.send_items && sent < s.lead + received) {
       if (!staged) {
         staged.emplace();
@@ -84,6 +96,12 @@ uint64_t run_stream(Transport& t, uint64_t seq, const Stream& s) {
       ++received;
       progress = true;
     }
+    if (napped) {
+      const size_t went = sent - sent_before;
+      if (went == 0 && blocked) nap_ms = std::min(2 * nap_ms, kMaxNapMs);
+      else if (went >= 4) nap_ms = std::max(nap_ms / 2, 1);
+      napped = false;
+    }
     t.tick();
     const auto now = Clock::now();
     if (progress) {
@@ -94,9 +112,9 @@ uint64_t run_stream(Transport& t, uint64_t seq, const Stream& s) {
                    std::to_string(static_cast<int>(t.options().stall_timeout_s)) + " s waiting for " +
                    t.describe(s.from) + ", which is alive but did not send; every rank must call the same collectives",
                true);
-      // A full send queue frees up without notice (a ROUTER's POLLOUT is not per peer), so
-      // nap briefly then; otherwise sleep until data or control traffic arrives.
-      t.wait(s.from, received < s.recv_items, blocked ? 1 : 100);
+      // Nap on a full send queue (above); otherwise sleep until data or control traffic arrives.
+      const bool woken = t.wait(s.from, received < s.recv_items, blocked ? nap_ms : 100);
+      napped = blocked && !woken;
     }
   }
   return bytes_sent;

@@ -634,24 +634,27 @@ bool Transport::try_recv(int from, Header& h, zmq::message_t& payload) {
   return false;
 }
 
-void Transport::poll_for(zmq::socket_t* dealer, int timeout_ms) {
+bool Transport::poll_for(zmq::socket_t* dealer, int timeout_ms) {
   zmq_pollitem_t items[3] = {{nullptr, wake_fd_, ZMQ_POLLIN, 0}, {router_.handle(), 0, ZMQ_POLLIN, 0}, {}};
   int n = router_ ? 2 : 1;  // the router is gone after drop_outgoing_data
   if (dealer) items[n++] = {dealer->handle(), 0, ZMQ_POLLIN, 0};
-  if (zmq_poll(items, n, timeout_ms) < 0 && zmq_errno() != EINTR)
+  const int ready = zmq_poll(items, n, timeout_ms);
+  if (ready < 0 && zmq_errno() != EINTR)
     record_failure(FailKind::Other, std::string("poll failed: ") + zmq_strerror(zmq_errno()));
   if (items[0].revents & ZMQ_POLLIN) {
     uint64_t v;
     (void)!read(wake_fd_, &v, sizeof v);
   }
+  return ready > 0;
 }
 
-void Transport::wait(int from, bool want_recv, int timeout_ms) {
+bool Transport::wait(int from, bool want_recv, int timeout_ms) {
   auto until_heartbeat = std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat_ - Clock::now()).count();
   int ms = static_cast<int>(std::clamp<long long>(until_heartbeat, 0, timeout_ms));
-  poll_for(want_recv ? &dealers_[from] : nullptr, ms);
+  const bool woken = poll_for(want_recv ? &dealers_[from] : nullptr, ms);
   next_tick_ = Clock::time_point{};
   tick();
+  return woken;
 }
 
 void Transport::tick() {

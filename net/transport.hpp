@@ -78,8 +78,9 @@ class Transport {
   // dropped, a bounded number per call).
   bool try_recv(int from, Header& h, zmq::message_t& payload);
   // Sleeps until data from `from` arrives (when want_recv), control traffic arrives, or
-  // timeout_ms passes; then does tick(). Throws on failure or abort.
-  void wait(int from, bool want_recv, int timeout_ms);
+  // timeout_ms passes; then does tick(). False when it slept the whole time (nothing
+  // arrived). Throws on failure or abort.
+  bool wait(int from, bool want_recv, int timeout_ms);
   // Cheap; call often. Every few ms: answers control traffic, sends due heartbeats,
   // checks peers' liveness. Throws on failure or abort.
   void tick();
@@ -109,8 +110,8 @@ class Transport {
   // The reason a missing rank never joined, as far as the connection to it tells.
   std::string link_problem(int rank);
   void background_loop();
-  // Poll router (+ one dealer) + wake fd for up to timeout_ms.
-  void poll_for(zmq::socket_t* dealer, int timeout_ms);
+  // Poll router (+ one dealer) + wake fd for up to timeout_ms; true if any was ready.
+  bool poll_for(zmq::socket_t* dealer, int timeout_ms);
   // Drains the router: heartbeats, goodbyes, service requests, late hellos.
   void serve_router();
   void handle_hello(const std::string& identity, const std::string& text, const std::string& from);

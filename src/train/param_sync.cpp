@@ -36,7 +36,7 @@ void ParamSync::for_each_value(F&& f) const {
 }
 
 ParamSync::~ParamSync() {
-  if (!in_flight()) return;
+  if (!worker_.joinable()) return;
   // Only reached when the trainer failed mid-overlap: do not wait for peers that may never
   // come; make the all-reduce throw, then collect the thread.
   comm_.abort("training stopped with a parameter average in flight");
@@ -101,6 +101,10 @@ void ParamSync::start() {
   if (in_flight()) throw RuntimeError("parameter average started twice (internal error)");
   snapshot_.resize(size_t(params_.size()));  // begin(true) did, unless skipped
   fill_send_buffer(params_.data(), snapshot_.data());
+  start_worker();
+}
+
+void ParamSync::start_worker() {
   worker_error_ = nullptr;
   worker_ = std::thread([this] {
     try {
@@ -111,26 +115,46 @@ void ParamSync::start() {
   });
 }
 
-void ParamSync::finish() {
-  if (!in_flight()) return;
+void ParamSync::finish_network() {
+  if (!worker_.joinable()) return;
   worker_.join();
   if (worker_error_) std::rethrow_exception(std::exchange(worker_error_, nullptr));
+  arrived_ = true;
+}
+
+void ParamSync::finish() {
+  if (!in_flight()) return;
+  finish_network();
+  arrived_ = false;
   apply(true);
 }
 
+void ParamSync::finish_and_start() {
+  finish_network();
+  if (!arrived_) return start();  // nothing was in flight
+  arrived_ = false;
+  apply(true, /*refill=*/true);
+  start_worker();
+}
+
 // One pass: the average (int8: the common point plus the decoded change), diloco's outer
-// step, then the parameters (plus the local progress since the snapshot when overlapped).
-void ParamSync::apply(bool overlapped) {
+// step, then the parameters (plus the local progress since the snapshot when overlapped);
+// with refill, the next average's snapshot and send buffer from them, as fill_send_buffer
+// computes them (each pass over the parameters reads and writes GBs at d8).
+void ParamSync::apply(bool overlapped, bool refill) {
   const int64_t n = params_.size();
   const bool int8 = compressed(), outer_step = outer();
   if ((int8 || outer_step) && anchor_.size() != size_t(n))
     throw RuntimeError("parameter average: no anchor; ParamSync::begin() was not called (internal error)");
+  if (refill && (!overlapped || snapshot_.size() != size_t(n)))
+    throw RuntimeError("parameter average: refill without an overlapped average (internal error)");
   float* p = params_.data();
-  const float* buf = buf_.data();
-  const float* snapshot = overlapped ? snapshot_.data() : nullptr;
+  float* buf = buf_.data();
+  float* snapshot = overlapped ? snapshot_.data() : nullptr;
   float* anchor = anchor_.data();
   float* momentum = momentum_.data();
-  const float lr = outer_lr_, mu = outer_momentum_;
+  const float* error = error_.data();
+  const float lr = outer_lr_, mu = outer_momentum_, w = float(weight_);
   for_each_value([&](int64_t i, int64_t k) {
     const float average = int8 ? anchor[i] + buf[k] : buf[k];
     float next = average;
@@ -143,7 +167,12 @@ void ParamSync::apply(bool overlapped) {
     } else if (int8) {
       anchor[i] = average;  // the next sync sends the change from this average
     }
-    p[i] = snapshot ? next + (p[i] - snapshot[i]) : next;
+    const float now = snapshot ? next + (p[i] - snapshot[i]) : next;
+    p[i] = now;
+    if (refill) {  // fill_send_buffer's arithmetic, on the new anchor
+      snapshot[i] = now;
+      buf[k] = int8 ? (now - anchor[i]) * w + error[k] : now * w;
+    }
   });
 }
 

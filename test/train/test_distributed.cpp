@@ -145,21 +145,23 @@ BOOST_AUTO_TEST_CASE(diloco_with_unit_outer_step_equals_avg) {
   BOOST_TEST(m0 == m1);
 }
 
-// DiLoCo with a real outer step, and overlapped averaging (applied one step later, or two):
-// replicas are identical after the last sync (a per-rank anchor, or an overlap that loses
-// the average, breaks this).
+// DiLoCo with a real outer step, and overlapped averaging (applied one step later, two, or
+// as the next one starts): replicas are identical after the last sync (a per-rank anchor,
+// or an overlap that loses the average, breaks this).
 BOOST_AUTO_TEST_CASE(diloco_and_overlapped_avg_end_with_identical_replicas) {
   const std::vector<std::string> runs[] = {
       {"--sync", "diloco", "--sync-every", "3", "--outer-lr", "0.7", "--outer-momentum", "0.9"},
       {"--sync", "avg", "--sync-every", "3", "--sync-overlap"},
       // the averages of steps 3, 6 and 9 applied two steps later (two steps of compute to
       // hide behind), the last one (step 12) in place
-      {"--sync", "diloco", "--sync-every", "3", "--sync-overlap", "--overlap-steps", "2"}};
-  const char* names[] = {"diloco-outer", "avg-overlap", "diloco-overlap-2"};
-  for (int k = 0; k < 3; ++k) {
+      {"--sync", "diloco", "--sync-every", "3", "--sync-overlap", "--overlap-steps", "2"},
+      // applied at steps 6 and 9 in the pass that starts the next average (finish_and_start)
+      {"--sync", "diloco", "--sync-every", "3", "--sync-overlap", "--overlap-steps", "3", "--wire", "int8"}};
+  const char* names[] = {"diloco-outer", "avg-overlap", "diloco-overlap-2", "diloco-overlap-3-int8"};
+  for (int k = 0; k < 4; ++k) {
     std::vector<std::string> flags = {"--steps", "12", "--eval-every", "0"};
     flags.insert(flags.end(), runs[k].begin(), runs[k].end());
-    auto procs = start_ranks(names[k], {1, 3}, nettest::port_base(k == 2 ? 1 : 2 + k), flags);
+    auto procs = start_ranks(names[k], {1, 3}, nettest::port_base(k == 2 ? 1 : 2 + k % 2), flags);
     nettest::wait_all(procs, 300);
     require_all_ok(procs);
     const auto losses = traintest::losses(run_dir(names[k]) + "/metrics.jsonl");

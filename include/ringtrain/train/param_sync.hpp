@@ -54,7 +54,15 @@ class ParamSync {
   // communication error finish() leaves the parameters alone and rethrows.
   void start();
   void finish();
-  bool in_flight() const { return worker_.joinable(); }
+  // finish() then start(), in one pass over the parameters instead of two (with
+  // --overlap-steps equal to --sync-every they fall on the same step): the average applied,
+  // and the next one's snapshot and send buffer taken from the result on the way. The same
+  // bits as the two calls. finish_network() may come first (see there).
+  void finish_and_start();
+  // finish()'s wait for the network alone, so that the caller may use the communicator
+  // again; the average is applied by the next finish() or finish_and_start().
+  void finish_network();
+  bool in_flight() const { return worker_.joinable() || arrived_; }
 
   // diloco's anchor and outer momentum, as tensors <component>.anchor and .momentum (avg
   // has none); with int8 also the common point (avg's .anchor) and the error feedback
@@ -78,8 +86,10 @@ class ParamSync {
   double weight_;
   float outer_lr_, outer_momentum_;
   // Turns buf_ (the average) into the parameters to continue from, taking the outer step
-  // for diloco; adds p - snapshot_ first when the average was overlapped.
-  void apply(bool overlapped);
+  // for diloco; adds p - snapshot_ first when the average was overlapped. With refill, also
+  // fills buf_ and snapshot_ from the result as start() would.
+  void apply(bool overlapped, bool refill = false);
+  void start_worker();
 
   // Where each tensor's values go in buf_ (the wire's layout): the arena as it is, or with
   // int8 every tensor from a block boundary on.
@@ -94,6 +104,7 @@ class ParamSync {
   std::vector<float> snapshot_;  // the parameters start() averaged (overlap only)
   std::thread worker_;
   std::exception_ptr worker_error_;
+  bool arrived_ = false;  // the network is done, the average not yet applied
 };
 
 }  // namespace rt::train

@@ -18,8 +18,13 @@ class OverlappedAverageSync final : public AverageSync {
   void step_done(const StepPlan& plan) override {
     // The average started `delay_` steps ago, if any (sooner when this step must settle or
     // the next average is due).
-    if (average_.in_flight() && (plan.step - started_at_ >= delay_ || plan.settle() || averages_at(plan)))
-      timed([&] { average_.finish(); });
+    const bool due = average_.in_flight() && (plan.step - started_at_ >= delay_ || plan.settle() || averages_at(plan));
+    const bool next = averages_at(plan) && !plan.settle();
+    // When the next average starts at the end of this step, applying this one waits until
+    // then, so that one pass over the parameters does both (finish_and_start); the network
+    // is done now, as the step's report exchange needs the communicator.
+    if (due && next) timed([&] { average_.finish_network(); });
+    else if (due) timed([&] { average_.finish(); });
     if (!averages_at(plan)) return;
     if (plan.settle()) average_in_place(plan);
     else start_at_end_ = true, started_at_ = plan.step;
@@ -28,8 +33,12 @@ class OverlappedAverageSync final : public AverageSync {
   void step_end(bool stopping) override {
     if (!start_at_end_) return;
     start_at_end_ = false;
-    if (stopping) average_.sync();  // the stop checkpoint holds the average
-    else average_.start();
+    if (stopping) {  // the stop checkpoint holds the average
+      average_.finish();
+      average_.sync();
+    } else {
+      average_.finish_and_start();
+    }
   }
   void begin() override { average_.begin(/*overlapped=*/true); }
   // Plus the snapshot of the parameters being averaged.

@@ -49,7 +49,10 @@ bool parse_int(const std::string& s, int64_t lo, int64_t hi, int64_t& out) {
 std::string list_text(const std::vector<int>& v) {
   if (v.empty()) return "-";
   std::string s;
-  for (int r : v) s += (s.empty() ? "" : ",") + std::to_string(r);
+  for (int r : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(r);
+  }
   return s;
 }
 

@@ -122,6 +122,12 @@ void ParamSync::finish_network() {
   arrived_ = true;
 }
 
+void ParamSync::apply_arrived() {
+  if (!arrived_) return;
+  arrived_ = false;
+  apply(true);
+}
+
 void ParamSync::finish() {
   if (!in_flight()) return;
   finish_network();

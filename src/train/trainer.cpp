@@ -246,6 +246,7 @@ void Trainer::resume_or_init() {
 }
 
 void Trainer::save_checkpoint(const char* why) {
+  if (sync_) sync_->apply_arrived();
   require_finite(model_->params(), step_);  // never a valid-looking checkpoint of NaN/Inf
   const double t0 = now_s();
   CheckpointWriter w(o_.out_dir, o_.rank, step_);

@@ -62,6 +62,9 @@ class ParamSync {
   // finish()'s wait for the network alone, so that the caller may use the communicator
   // again; the average is applied by the next finish() or finish_and_start().
   void finish_network();
+  // Applies an average finish_network() collected, if any (as finish() would), without
+  // touching the network: before a checkpoint on an error path between the two calls.
+  void apply_arrived();
   bool in_flight() const { return worker_.joinable() || arrived_; }
 
   // diloco's anchor and outer momentum, as tensors <component>.anchor and .momentum (avg

@@ -83,6 +83,10 @@ class Sync {
   // back to such a step when a rank is lost.
   virtual bool synced_after(const StepPlan&) const { return true; }
 
+  // Applies what the mode has received but not yet applied (an overlapped average waits for
+  // step_end to share a pass with the next one): called before every checkpoint, so that
+  // one written on an error path between step_done and step_end holds the step's result.
+  virtual void apply_arrived() {}
   // The mode's own state in a checkpoint (e.g. diloco's anchor); none by default.
   virtual void save_state(io::StateWriter&) const {}
   virtual void load_state(const io::StateReader&) {}

@@ -40,6 +40,7 @@ class OverlappedAverageSync final : public AverageSync {
       average_.finish_and_start();
     }
   }
+  void apply_arrived() override { average_.apply_arrived(); }
   void begin() override { average_.begin(/*overlapped=*/true); }
   // Plus the snapshot of the parameters being averaged.
   double extra_bytes() const override { return AverageSync::extra_bytes() + param_bytes_; }

@@ -129,10 +129,8 @@ void ParamSync::apply_arrived() {
 }
 
 void ParamSync::finish() {
-  if (!in_flight()) return;
   finish_network();
-  arrived_ = false;
-  apply(true);
+  apply_arrived();
 }
 
 void ParamSync::finish_and_start() {

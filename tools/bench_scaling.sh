@@ -5,7 +5,7 @@
 #
 #   sudo tools/bench_scaling.sh [--steps 16] [--warmup 2] [--depth 8] [--rate 1gbit] [--data DIR] [--key FILE|new]
 #                               [--baseline-bin PATH] [--compare-only [--repeat N]]
-#                               [--slow-link [--netem ARGS] [--link-emulator] [--slow-runs LIST]]
+#                               [--slow-link [--netem ARGS] [--link-emulator] [--slow-runs LIST] [--repeat N]]
 #
 # --key adds a row of --sync grad with the job key (CURVE), next to the plaintext one.
 # --baseline-bin runs the --sync grad row a second time with another ringtrain binary (e.g.
@@ -40,7 +40,11 @@
 # steps more than it measures, so that its final wait for the last average (once per run)
 # stays out of the rate. --slow-runs picks the 2-rank runs instead, as "SYNC WIRE
 # OVERLAP-STEPS" separated by commas, e.g. --slow-runs "diloco int8 8,avg int4 8" (any
-# --wire). On a kernel without
+# --wire). --repeat N (default 1) measures the lot N times, in turn (1 rank, the loaded
+# rank, each 2-rank run; then again), and adds the median of each row and of each row's
+# ratios to the two 1-rank rows of its own round: on a shared machine whose speed drifts by
+# a few percent over minutes, a ratio between runs minutes apart is only as good as that
+# drift, and the median of ratios taken side by side is the figure to quote. On a kernel without
 # sch_netem (or with --link-emulator), hosts.sh joins the two hosts through its userspace
 # link emulator instead, with the same rate, round trip and loss (build it first: `meson
 # compile -C build` makes build/tools/netns/link-emulator). --netem none keeps only the rate
@@ -53,7 +57,7 @@ fi
 cd "$(dirname "$0")/.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-steps=16 warmup=2 depth=8 rate="" data="" gloo_timeout=60 key="" baseline_bin="" compare_only=0 repeat=3 slow=0 netem="" emulate="" slow_runs="diloco f32 8,diloco bf16 8,diloco int8 1,diloco int8 8,avg int8 8"
+steps=16 warmup=2 depth=8 rate="" data="" gloo_timeout=60 key="" baseline_bin="" compare_only=0 repeat="" slow=0 netem="" emulate="" slow_runs="diloco f32 8,diloco bf16 8,diloco int8 1,diloco int8 8,avg int8 8"
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
@@ -172,7 +176,7 @@ if [ "$compare_only" = 1 ]; then
   fi
   printf '\n| pair | %s tok/s | %s tok/s | ratio | bytes_sent MB/step, rank 0 (A -> B) |\n|---|---|---|---|---|\n' "$a_name" "$b_name"
   ratios=()
-  for i in $(seq 1 "$repeat"); do
+  for i in $(seq 1 "${repeat:-3}"); do
     a=$(rt_bin=$a_bin run_rt rt-a-$i 2 --sync grad "${a_flags[@]}")
     b=$(run_rt rt-b-$i 2 --sync grad "${b_flags[@]}")
     r=$("$py" -c "import sys; print('%.3f' % (float(sys.argv[2].split()[0]) / float(sys.argv[1].split()[0])))" "$a" "$b")
@@ -195,28 +199,57 @@ syncs = sum(1 for r in recs if r["step"] % int(sys.argv[2]) == 0)
 print("%.2f" % (sum(r["bytes_sent"] for r in recs) / syncs / 1e6) if syncs else "-")
 PY
   }
-  rt1=$(run_rt rt-1rank 1)
-  # The same, while the other core runs an identical 1-rank job (it outlasts the measured
-  # steps: those end $tail steps before the run): the two simulated hosts share one
-  # machine's memory bus and caches, which two real hosts do not; this row is one host's
-  # rate under that sharing, without any network.
-  in_host 1 "$bin" "${common[@]}" --out "$work/rt-neighbour" > "$work/rt-neighbour.log" 2>&1 &
-  neighbour=$!
-  rt1n=$(run_rt rt-1rank-loaded 1)
-  kill "$neighbour" 2>/dev/null; wait "$neighbour" 2>/dev/null
-  cpu_line
-  echo "slow link: $rate, netem '$netem' ($link); d$depth; steps $steps after $warmup warm-up"
-  printf '\n| run | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank | vs 1 rank with a busy neighbour core | MB sent per sync (rank 0) |\n|---|---|---|---|---|---|\n'
-  printf '| ringtrain, 1 rank | %s | - | 1.00x | %s | - |\n' "${rt1% *}" "$(ratio "$rt1" "$rt1n")"
-  printf '| ringtrain, 1 rank, the other core training the same (no network) | %s | - | %s | 1.00x | - |\n' "${rt1n% *}" "$(ratio "$rt1n" "$rt1")"
+  median() {  # printf format, then the values ("-" for a run without a result)
+    local fmt=$1; shift
+    printf '%s\n' "$@" | grep -v '^-' | sort -n | awk -v f="$fmt" '{a[NR]=$1} END {if (NR) printf f, (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2); else printf "-"}'
+  }
   IFS=, read -r -a runs <<<"$slow_runs"
   for run in "${runs[@]}"; do
     set -- $run
     [ $# = 3 ] || { echo "bench_scaling: --slow-runs wants 'SYNC WIRE OVERLAP-STEPS', got '$run'" >&2; exit 2; }
-    res=$(run_rt "slow-$1-$2-$3" 2 --sync "$1" --sync-every 8 --sync-overlap --overlap-steps "$3" --wire "$2" --insecure)
-    printf '| 2 ranks, --sync %s --sync-every 8 --sync-overlap --overlap-steps %s --wire %s | %s | %s | %s | %s | %s |\n' "$1" "$3" "$2" \
-      "${res% *}" "${res#* }" "$(ratio "$res" "$rt1")" "$(ratio "$res" "$rt1n")" "$(bytes_per_sync "$work/slow-$1-$2-$3/metrics.jsonl")"
   done
+  rounds=${repeat:-1}
+  declare -A rate_of vs1_of vsn_of  # per row: the rounds' tok/s and ratios, space-separated
+  table=""
+  for i in $(seq 1 "$rounds"); do
+    sfx=""; [ "$rounds" = 1 ] || sfx="-$i"
+    rt1=$(run_rt "rt-1rank$sfx" 1)
+    # The same, while the other core runs an identical 1-rank job (it outlasts the measured
+    # steps: those end $tail steps before the run): the two simulated hosts share one
+    # machine's memory bus and caches, which two real hosts do not; this row is one host's
+    # rate under that sharing, without any network.
+    in_host 1 "$bin" "${common[@]}" --out "$work/rt-neighbour$sfx" > "$work/rt-neighbour$sfx.log" 2>&1 &
+    neighbour=$!
+    rt1n=$(run_rt "rt-1rank-loaded$sfx" 1)
+    kill "$neighbour" 2>/dev/null; wait "$neighbour" 2>/dev/null
+    rows=("ringtrain, 1 rank" "ringtrain, 1 rank, the other core training the same (no network)")
+    results=("$rt1" "$rt1n")
+    bytes=("-" "-")
+    for run in "${runs[@]}"; do
+      set -- $run
+      name="slow-$1-$2-$3$sfx"
+      rows+=("2 ranks, --sync $1 --sync-every 8 --sync-overlap --overlap-steps $3 --wire $2")
+      results+=("$(run_rt "$name" 2 --sync "$1" --sync-every 8 --sync-overlap --overlap-steps "$3" --wire "$2" --insecure)")
+      bytes+=("$(bytes_per_sync "$work/$name/metrics.jsonl")")
+    done
+    for k in "${!rows[@]}"; do
+      res=${results[$k]} row=${rows[$k]}
+      hidden=${res#* }; [ "$k" -lt 2 ] && hidden=-
+      r1=$(ratio "$res" "$rt1") rn=$(ratio "$res" "$rt1n")
+      table+=$(printf '| %s | %s | %s | %s | %s | %s | %s |' "$row" "$i" "${res% *}" "$hidden" "$r1" "$rn" "${bytes[$k]}")$'\n'
+      rate_of[$row]+="${res% *} " vs1_of[$row]+="${r1%x} " vsn_of[$row]+="${rn%x} "
+    done
+  done
+  cpu_line
+  echo "slow link: $rate, netem '$netem' ($link); d$depth; steps $steps after $warmup warm-up"
+  printf '\n| run | round | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank | vs 1 rank with a busy neighbour core | MB sent per sync (rank 0) |\n|---|---|---|---|---|---|---|\n'
+  printf '%s' "$table"
+  if [ "$rounds" != 1 ]; then
+    printf '\nMedians over %s rounds (each ratio taken within its round):\n\n| run | tok/s | vs 1 rank | vs 1 rank with a busy neighbour core |\n|---|---|---|---|\n' "$rounds"
+    for row in "${rows[@]}"; do
+      printf '| %s | %s | %sx | %sx |\n' "$row" "$(median %.1f ${rate_of[$row]})" "$(median %.2f ${vs1_of[$row]})" "$(median %.2f ${vsn_of[$row]})"
+    done
+  fi
   # The emulator runs on the same two cores as the ranks: what it took from them.
   for pid in $(ip netns pids "${prefix}sw" 2>/dev/null); do
     awk -v t="$(getconf CLK_TCK)" '{printf "link emulator: %.1f s of CPU over the whole benchmark\n", ($14 + $15) / t}' "/proc/$pid/stat"

@@ -61,7 +61,9 @@ CheckpointWriter::CheckpointWriter(const std::string& run_dir, int rank, int64_t
   fs::create_directories(parent, ec);
   if (ec) throw RuntimeError("cannot create " + parent.string() + ": " + ec.message());
   final_dir_ = (parent / step_dir_name(step)).string();
-  tmp_dir_ = (parent / ("." + step_dir_name(step) + ".tmp-" + std::to_string(::getpid()))).string();
+  std::string tmp_name(1, '.');  // appended, not "." + ...: GCC 12 warns falsely (-Wrestrict) on that
+  tmp_name.append(step_dir_name(step)).append(".tmp-").append(std::to_string(::getpid()));
+  tmp_dir_ = (parent / tmp_name).string();
   fs::remove_all(tmp_dir_, ec);
   fs::create_directory(tmp_dir_, ec);
   if (ec) throw RuntimeError("cannot create " + tmp_dir_ + ": " + ec.message());

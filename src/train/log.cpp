@@ -71,7 +71,8 @@ void Progress::update(int64_t step, const std::string& stats) {
   if (bar_) {
     const int width = 24;
     const int fill = int(double(width) * double(step) / double(total_ > 0 ? total_ : 1));
-    std::string bar = "[" + std::string(fill, '#') + std::string(width - fill, '.') + "] ";
+    std::string bar(1, '[');  // appended, not "[" + ...: GCC 12 warns falsely (-Wrestrict) on that
+    bar.append(size_t(fill), '#').append(size_t(width - fill), '.').append("] ");
     write_all("\r\033[K" + g_prefix + bar + head + " " + tail + (step >= total_ ? "\n" : ""));
     return;
   }

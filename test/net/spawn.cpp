@@ -141,7 +141,7 @@ int port_base(int slot) {
 
 std::string loopback_peers(int world, int first_port) {
   std::string s;
-  for (int r = 0; r < world; ++r) s += (r ? "," : "") + std::string("127.0.0.1:") + std::to_string(first_port + r);
+  for (int r = 0; r < world; ++r) s.append(r ? "," : "").append("127.0.0.1:").append(std::to_string(first_port + r));
   return s;
 }
 

@@ -40,16 +40,6 @@ std::vector<float> f32_of(const rt::io::SafetensorsFile& f, const std::string& n
   return std::vector<float>(t.f32(), t.f32() + t.numel());
 }
 
-// max |a - b| / max |b|, the spec's relative error per parameter.
-double rel_err(const float* a, const std::vector<float>& b) {
-  double diff = 0, mx = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
-    mx = std::max(mx, std::abs(double(b[i])));
-  }
-  return diff / std::max(mx, 1e-30);
-}
-
 // Runs the reference and our optimizer for two steps from start_step; checks every tensor.
 void compare_two_steps(int64_t start_step) {
   const int64_t kIters = 2000, kBatch = 8192, kSteps = 2;

@@ -45,15 +45,15 @@ fi
 eval_every=$(( (steps / 8 + every - 1) / every * every ))
 common=(train --data "$data" --depth "$depth" --seq-len 256 --device-batch 8 --steps "$steps" --eval-every "$eval_every"
         --eval-tokens 32768 --threads 1 --no-progress --peers "127.0.0.1:$port,127.0.0.1:$((port + 1))")
-# The first seed's run goes to $out/NAME, the others' to $out/NAME.seedS.
+# Seed 42's run (the default seed) goes to $out/NAME, another seed's to $out/NAME.seedS,
+# wherever it stands in --seeds: a later call with more seeds finds each run again.
+seed_dir() { if [ "$2" = 42 ]; then echo "$out/$1"; else echo "$out/$1.seed$2"; fi; }
 run() {
   local name=$1; shift
   case " $runs " in *" $name "*) ;; *) return 0 ;; esac
-  local first=1 seed dir
+  local seed dir
   for seed in $seeds; do
-    dir=$out/$name
-    [ "$first" = 1 ] || dir=$out/$name.seed$seed
-    first=0
+    dir=$(seed_dir "$name" "$seed")
     if [ "$reuse" = 1 ] && grep -q "\"step\":$steps,.*val_bpb\|val_bpb.*\"step\":$steps," "$dir/metrics.jsonl" 2>/dev/null; then continue; fi
     rm -rf "${dir:?}"
     "$bin" "${common[@]}" --seed "$seed" --out "$dir" --rank 1 "$@" > "$dir.r1.log" 2>&1 &
@@ -71,24 +71,25 @@ run diloco-int8 --sync diloco --sync-every "$every" --wire int8
 run diloco-int4 --sync diloco --sync-every "$every" --wire int4
 run avg-overlap-int8 --sync avg --sync-every "$every" --sync-overlap --wire int8
 run avg-overlap-int4 --sync avg --sync-every "$every" --sync-overlap --wire int4
-plots=() labels=()
+plots=() labels=() first_seed=${seeds%% *}
 for name in grad avg avg-overlap diloco diloco-int8 diloco-int4; do
-  [ -f "$out/$name/metrics.jsonl" ] && case " $runs " in *" $name "*) plots+=("$out/$name/metrics.jsonl") labels+=(--label "$name H=$every") ;; esac
+  dir=$(seed_dir "$name" "$first_seed")
+  [ -f "$dir/metrics.jsonl" ] && case " $runs " in *" $name "*) plots+=("$dir/metrics.jsonl") labels+=(--label "$name H=$every") ;; esac
 done
 [ ${#plots[@]} = 0 ] || "$py" tools/plot_metrics.py "${plots[@]}" "${labels[@]}" --out "$out/sync-quality.png" \
   --title "d$depth, 2 ranks: gradient vs parameter averaging"
 "$py" - "$out" "$every" "$seeds" "$runs" <<'PY'
 import json, os, statistics, sys
 out, every, seeds, runs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
-def final(name, seed, first):
-    d = f"{out}/{name}" if first else f"{out}/{name}.seed{seed}"
+def final(name, seed):
+    d = f"{out}/{name}" if seed == "42" else f"{out}/{name}.seed{seed}"  # as the script's seed_dir
     recs = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
     evals = [r for r in recs if "val_bpb" in r]
     steps = [r for r in recs if "bytes_sent" in r]
     syncs = sum(1 for r in steps if r["step"] % every == 0)
     return evals[-1], sum(r["bytes_sent"] for r in steps) / syncs / 1e6 if syncs else float("nan")
 def results(name):
-    return [final(name, s, i == 0) for i, s in enumerate(seeds)]
+    return [final(name, s) for s in seeds]
 def mean_bpb(name):
     return statistics.mean(ev["val_bpb"] for ev, _ in results(name)) if name in runs else None
 grad, diloco = mean_bpb("grad"), mean_bpb("diloco")

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -70,7 +71,7 @@ void Progress::update(int64_t step, const std::string& stats) {
   const std::string tail = stats + " | eta " + format_duration(eta);
   if (bar_) {
     const int width = 24;
-    const int fill = int(double(width) * double(step) / double(total_ > 0 ? total_ : 1));
+    const int fill = std::clamp(int(double(width) * double(step) / double(total_ > 0 ? total_ : 1)), 0, width);
     std::string bar(1, '[');  // appended, not "[" + ...: GCC 12 warns falsely (-Wrestrict) on that
     bar.append(size_t(fill), '#').append(size_t(width - fill), '.').append("] ");
     write_all("\r\033[K" + g_prefix + bar + head + " " + tail + (step >= total_ ? "\n" : ""));

@@ -132,6 +132,13 @@ PY
 # A / B of two tok/s results ("tok/s comm_s"), as 1.23x.
 ratio() { "$py" -c "import sys; a=sys.argv[1].split()[0]; b=sys.argv[2].split()[0]; print('%.2fx' % (float(a)/float(b)) if a not in '-' and b not in '-' else '-')" "$1" "$2" 2>/dev/null || echo -; }
 
+# The median of some numbers, printed with a printf format; "-" (a run without a result) is skipped.
+median() {
+  local fmt=$1; shift
+  [ $# -gt 0 ] || { printf -; return; }
+  printf '%s\n' "$@" | grep -v '^-\|^$' | sort -n | awk -v f="$fmt" '{a[NR]=$1} END {if (NR) printf f, (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2); else printf "-"}'
+}
+
 common=(train --data "$data" --depth "$depth" --seq-len 1024 --device-batch 2 --steps 1000 --stop-after "$((steps + warmup + tail))"
         --eval-every 0 --eval-tokens 1024 --threads 1 --no-progress)
 run_rt() {  # name, then extra flags; 0 ranks means one process without --peers
@@ -184,7 +191,7 @@ if [ "$compare_only" = 1 ]; then
     printf '| %d | %s | %s | %s | %s -> %s |\n' "$i" "${a% *}" "${b% *}" "$r" \
       "$(bytes_per_step "$work/rt-a-$i/metrics.jsonl")" "$(bytes_per_step "$work/rt-b-$i/metrics.jsonl")"
   done
-  echo "median ratio ($b_name / $a_name): $(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')"
+  echo "median ratio ($b_name / $a_name): $(median %.3f "${ratios[@]}")"
   cpu_line
   exit 0
 fi
@@ -198,10 +205,6 @@ recs = [r for r in recs if "bytes_sent" in r]
 syncs = sum(1 for r in recs if r["step"] % int(sys.argv[2]) == 0)
 print("%.2f" % (sum(r["bytes_sent"] for r in recs) / syncs / 1e6) if syncs else "-")
 PY
-  }
-  median() {  # printf format, then the values ("-" for a run without a result)
-    local fmt=$1; shift
-    printf '%s\n' "$@" | grep -v '^-' | sort -n | awk -v f="$fmt" '{a[NR]=$1} END {if (NR) printf f, (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2); else printf "-"}'
   }
   IFS=, read -r -a runs <<<"$slow_runs"
   for run in "${runs[@]}"; do

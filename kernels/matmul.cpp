@@ -13,12 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
-// The same range meson.build asks for, in case the headers found differ from the library.
-#if DNNL_VERSION_MAJOR != 2 || DNNL_VERSION_MINOR < 6
-#error "ringtrain needs oneDNN >= 2.6 and < 3 (the v2 API); install libdnnl-dev 2.6.x or build oneDNN v2.7"
-#endif
+#include "dnnl_compat.hpp"
 
 namespace rt::kernels {
 namespace {
@@ -58,6 +53,7 @@ using Key = std::tuple<int64_t, bool, bool, int64_t, int64_t, int64_t, float, in
 struct Cached {
   dnnl::matmul prim;
   memory::desc a, b, c, scratch;
+  dnnl_compat::OutputScale alpha;
 };
 
 Cached& lookup(const Key& key) {
@@ -85,14 +81,14 @@ Cached& lookup(const Key& key) {
   c.c = md(M, N, ldc, false, sc);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  c.alpha = dnnl_compat::OutputScale(alpha, engine());
+  c.alpha.set_on(attr);
   if (beta != 0.0f) {
     dnnl::post_ops po;
     po.append_sum(beta);
     attr.set_post_ops(po);
   }
-  dnnl::matmul::desc d(c.a, c.b, c.c);
-  dnnl::matmul::primitive_desc pd(d, attr, engine());
+  auto pd = dnnl_compat::make_matmul_pd(engine(), c.a, c.b, c.c, attr);
   c.prim = dnnl::matmul(pd);
   c.scratch = pd.scratchpad_desc();
   return cache.emplace(key, std::move(c)).first->second;
@@ -104,6 +100,7 @@ void run(const Key& key, const float* A, const float* B, float* C) {
   memory b(c.b, engine(), const_cast<float*>(B));
   memory cm(c.c, engine(), C);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, cm}};
+  c.alpha.add_args(args);
   if (const size_t bytes = c.scratch.get_size(); bytes > 0)
     args.emplace(DNNL_ARG_SCRATCHPAD, memory(c.scratch, engine(), thread_scratchpad(bytes)));
   c.prim.execute(stream(), args);

@@ -98,7 +98,7 @@ cleanup() { hosts down "$prefix" 2 >/dev/null 2>&1; [ "${RINGTRAIN_KEEP_BENCH:-0
 trap cleanup EXIT
 if [ -z "$data" ]; then
   data=data/kdoc-32768
-  [ -f "$data/meta.json" ] || "$bin" data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out "$data" --vocab 32768 --threads 2 --quiet
+  [ -f "$data/meta.json" ] || "$bin" data prepare --out "$data" --vocab 32768 --threads 2 --quiet
 fi
 data=$(cd "$data" && pwd)
 if [ "$key" = new ]; then

@@ -39,7 +39,7 @@ done
 bash tools/setup.sh --no-build || exit 1
 if [ -z "$data" ]; then
   data=data/kdoc-8192
-  [ -f "$data/meta.json" ] || "$bin" data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out "$data" --vocab 8192 --threads 2 --quiet
+  [ -f "$data/meta.json" ] || "$bin" data prepare --out "$data" --vocab 8192 --threads 2 --quiet
 fi
 # Evaluate at sync steps (a multiple of H), where every mode's replicas agree.
 eval_every=$(( (steps / 8 + every - 1) / every * every ))

@@ -49,7 +49,7 @@ trap cleanup EXIT
 if [ -z "$data" ]; then
   bash tools/setup.sh --no-build || exit 1
   data=data/kdoc-8192
-  [ -f "$data/meta.json" ] || "$bin" data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out "$data" --vocab 8192 --threads 2 --quiet
+  [ -f "$data/meta.json" ] || "$bin" data prepare --out "$data" --vocab 8192 --threads 2 --quiet
 fi
 half=$(( total / seq / 2 ))
 [ "$half" -ge 1 ] || { echo "bench_uneven: --total-batch must be at least 2 x --seq-len" >&2; exit 2; }

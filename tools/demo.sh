@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: installs what is missing, builds, prepares the Linux
-# kernel documentation (Debian's linux-doc-6.1) as a corpus, and trains a small nanochat
+# kernel documentation (Debian's linux-doc-6.1 or linux-doc-6.12) as a corpus, and trains a small nanochat
 # model with two ranks on this machine, talking over loopback on two fixed ports. Then it
 # evaluates, samples text and plots the curves.
 #
@@ -11,7 +11,7 @@
 #   RINGTRAIN_DEMO_VOCAB  tokenizer vocabulary (default 8192)
 #   RINGTRAIN_DEMO_OUT    run directory (default runs/demo)
 #   RINGTRAIN_DEMO_DATA   prepared data directory (default data/kdoc-<vocab>)
-#   RINGTRAIN_DEMO_INPUT  corpus (default /usr/share/doc/linux-doc-6.1/html/_sources)
+#   RINGTRAIN_DEMO_INPUT  corpus (default: the installed /usr/share/doc/linux-doc*/html/_sources)
 #   RINGTRAIN_DEMO_SEQ_LEN, RINGTRAIN_DEMO_BATCH, RINGTRAIN_DEMO_EVAL_EVERY, RINGTRAIN_DEMO_EVAL_TOKENS
 #   RINGTRAIN_SKIP_SETUP=1  use the existing build (tests); RINGTRAIN_BIN  the binary
 set -euo pipefail
@@ -22,7 +22,8 @@ steps=${RINGTRAIN_DEMO_STEPS:-200}
 depth=${RINGTRAIN_DEMO_DEPTH:-4}
 vocab=${RINGTRAIN_DEMO_VOCAB:-8192}
 out=${RINGTRAIN_DEMO_OUT:-runs/demo}
-input=${RINGTRAIN_DEMO_INPUT:-/usr/share/doc/linux-doc-6.1/html/_sources}
+# The newest kernel documentation installed (the release's linux-doc package, from tools/setup.sh).
+input=${RINGTRAIN_DEMO_INPUT:-$(ls -d /usr/share/doc/linux-doc*/html/_sources 2>/dev/null | sort -V | tail -n 1)}
 seq_len=${RINGTRAIN_DEMO_SEQ_LEN:-256}
 batch=${RINGTRAIN_DEMO_BATCH:-8}
 eval_every=${RINGTRAIN_DEMO_EVAL_EVERY:-50}

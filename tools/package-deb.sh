@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds the Debian package ringtrain_<version>_<arch>.deb: one portable build
+# Builds the Debian package ringtrain_<version>_<arch>.deb for the release it runs on (its
+# library names in Depends, the release in the version: +deb12, +deb13, +ubuntu24.04, so that a
+# bookworm and a trixie package are never mixed up): one portable build
 # (-Dnative=false, so the package runs on every x86-64 host), `meson install`ed into a
 # staging tree, with Depends computed from the binary's shared libraries (dpkg-shlibdeps).
 # Install it on each host with `apt install ./ringtrain_<version>_amd64.deb`.
@@ -47,6 +49,17 @@ revision=$("$root/usr/bin/ringtrain" --version | sed -n 's/.*(git \(.*\))$/\1/p'
 if [ -n "$revision" ] && [ "$revision" != unknown ]; then
   version=$version+git$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S).$revision
 fi
+# The release last: Depends names that release's libraries (libdnnl2 on Debian 12, libdnnl3.6
+# on Debian 13), so the package installs there only. Debian 12 -> +deb12, Ubuntu 24.04 -> +ubuntu24.04.
+# shellcheck disable=SC1091
+os_id=$(. /etc/os-release && echo "${ID:-}") os_version=$(. /etc/os-release && echo "${VERSION_ID:-}")
+case "$os_id" in
+  debian) release_tag=deb${os_version%%.*} ;;
+  *) release_tag=$os_id$os_version ;;
+esac
+release_tag=$(printf %s "$release_tag" | tr -cd 'a-z0-9.')
+[ -n "$release_tag" ] || { echo "package-deb: /etc/os-release names no release (ID, VERSION_ID); cannot tag the package" >&2; exit 1; }
+version=$version+$release_tag
 arch=$(dpkg --print-architecture)
 # dpkg-shlibdeps reads debian/control of the directory it runs in: give it a minimal one.
 mkdir -p "$stage/src/debian"

@@ -27,7 +27,17 @@ trainer=(
   # the OpenCL headers and library, and libdnnl-dev does not depend on them
   ocl-icd-opencl-dev opencl-c-headers
 )
-corpus=(linux-doc-6.1)
+# The release decides the few names that differ (tested: Debian 12 bookworm, Debian 13 trixie;
+# Ubuntu 24.04 noble and Linux Mint 22 have the same names as trixie, with their kernel's docs).
+# shellcheck disable=SC1091
+release=$(. /etc/os-release 2>/dev/null && echo "${UBUNTU_CODENAME:-${VERSION_CODENAME:-}}")
+case "$release" in
+  bookworm) corpus=(linux-doc-6.1) ;;
+  trixie) corpus=(linux-doc-6.12) ;;
+  noble) corpus=(linux-doc) ;;
+  *) corpus=(linux-doc)
+     echo "setup: release '${release:-unknown}' is not one ringtrain is tested on (Debian 12, Debian 13); trying the names of Debian 13" >&2 ;;
+esac
 # PyTorch with OpenBLAS, never the reference BLAS: that runs 30x slower (see the BLAS step below)
 reference=(python3-torch python3-numpy libopenblas0-openmp)
 netns=(iproute2 nftables procps psmisc)

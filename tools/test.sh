@@ -3,28 +3,66 @@
 # package group of tools/setup.sh: Boost.Test, PyTorch, namespace tools, ...), builds, runs
 # `meson test`, and ends with one line "N passed, N failed, N skipped". Any failure of the
 # build or of meson itself counts as a failure in that line and in the exit code.
+#
+# The passes, all counted in that line:
+#   1. this host's release (Debian 12 here): every suite, build/
+#   2. the net and train suites again under AddressSanitizer + UBSan (tools/test_sanitizers.sh)
+#   3. Debian 13 in a chroot made by debootstrap (tools/ci/chroot.sh, kept between runs):
+#      its own packages (oneDNN 3.7, GCC 14, Boost 1.83, ZeroMQ 4.3.5, PyTorch 2.6), build-trixie/,
+#      the suites in RINGTRAIN_CHROOT_SUITES (default: all but the ones named in tools/ci/release_pass.sh)
+#   4. one job across the two builds: rank 0 from build/, rank 1 from build-trixie/ (train/mixed_releases)
+# Passes 3 and 4 need root (chroot, namespaces); without it they are skipped with a message.
+# Settings: RINGTRAIN_SKIP_SANITIZERS=1, RINGTRAIN_SKIP_CHROOT=1 leave those passes out;
+# test names as arguments run only those tests of pass 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${RINGTRAIN_BUILD_DIR:-build}
-logs=("$build/meson-logs/testlog.json")
 san_build=${RINGTRAIN_SAN_BUILD_DIR:-build-san}
+other_release=${RINGTRAIN_OTHER_RELEASE:-trixie}
+other_build=build-$other_release
+logs=("$build/meson-logs/testlog.json")
 # A log left by an earlier run must never be read as this run's result.
-rm -f "${logs[0]}" "$san_build/meson-logs/testlog.json"
+rm -f "$build/meson-logs/testlog.json" "$build/meson-logs/mixed.json" "$san_build/meson-logs/testlog.json" \
+  "$other_build/meson-logs/testlog.json"
 rc=0
+stamp() { printf '\n=== test: %s (%dm%02ds so far)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
+
+stamp "pass 1: this host's release"
 bash tools/setup.sh tests || rc=$?
 if [ "$rc" -eq 0 ]; then
-  meson test -C "$build" --print-errorlogs --num-processes "${RINGTRAIN_TEST_JOBS:-2}" "$@"
-  rc=$?
-  # --- sanitizer pass: the net and train suites once more, built with ASan+UBSan
-  # (tools/test_sanitizers.sh, in build-san). Their results count in the summary line. Left
-  # out when test names are given, so that running one suite stays quick.
+  if [ $# -gt 0 ]; then
+    meson test -C "$build" --print-errorlogs --num-processes "${RINGTRAIN_TEST_JOBS:-2}" "$@" || rc=1
+  else
+    meson test -C "$build" --no-suite mixed --print-errorlogs --num-processes "${RINGTRAIN_TEST_JOBS:-2}" || rc=1
+  fi
+  # Left out when test names are given, so that running one suite stays quick.
   if [ $# -eq 0 ] && [ "${RINGTRAIN_SKIP_SANITIZERS:-0}" != 1 ]; then
+    stamp "pass 2: sanitizers"
     bash tools/test_sanitizers.sh || rc=1
     logs+=("$san_build/meson-logs/testlog.json")
   fi
-  # --- end of the sanitizer pass
+  if [ $# -eq 0 ] && [ "${RINGTRAIN_SKIP_CHROOT:-0}" != 1 ]; then
+    if [ "$(id -u)" != 0 ]; then
+      echo "test: passes 3 and 4 (Debian $other_release chroot, mixed releases) skipped: they need root" >&2
+    else
+      stamp "pass 3: Debian $other_release in a chroot"
+      logs+=("$other_build/meson-logs/testlog.json")
+      rm -f "$other_build/ringtrain"  # pass 4 must run this run's build of it, or not at all
+      bash tools/ci/chroot.sh --release "$other_release" -- \
+        env RINGTRAIN_BUILD_DIR="$other_build" bash tools/ci/release_pass.sh || rc=1
+      stamp "pass 4: one job, ranks built on two releases"
+      logs+=("$build/meson-logs/mixed.json")
+      if [ -x "$other_build/ringtrain" ]; then
+        RINGTRAIN_OTHER_RELEASE_BIN=$PWD/$other_build/ringtrain RINGTRAIN_OTHER_RELEASE=$other_release \
+          meson test -C "$build" --no-rebuild --suite mixed --logbase mixed --print-errorlogs || rc=1
+      else
+        echo "test: pass 4 not run: the $other_release build failed" >&2
+      fi
+    fi
+  fi
 else
   echo "test: tools/setup.sh failed (exit $rc): nothing was tested" >&2
 fi
+stamp "summary"
 /usr/bin/python3 tools/test_summary.py "$rc" "${logs[@]}" || rc=1
 exit $rc

@@ -14,7 +14,8 @@ namespace rt::cli {
 
 namespace {
 const char* const kExample =
-    "example:\n  ringtrain data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out data/kdoc --vocab 32768 --threads 2\n";
+    "example:\n  ringtrain data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out data/kdoc --vocab 32768 --threads 2\n"
+    "  (Debian 13: linux-doc-6.12; with no --input, the newest /usr/share/doc/linux-doc*/html/_sources)\n";
 }  // namespace
 
 int cmd_data(int argc, char** argv) {
@@ -29,7 +30,7 @@ int cmd_data(int argc, char** argv) {
   cxxopts::Options options(name, "Train the BPE tokenizer (or reuse one) and tokenize text into train/val shards.");
   options.add_options()
       ("input", "text files, directories (*.txt, *.rst, *.md, *.jsonl, recursively) or .jsonl files; "
-                "default: the kernel documentation of linux-doc-6.1",
+                "default: the kernel documentation of the installed linux-doc (Debian 12: linux-doc-6.1, Debian 13: linux-doc-6.12)",
        cxxopts::value<std::vector<std::string>>())
       ("out", "output directory", cxxopts::value<std::string>())
       ("vocab", "vocabulary size (256 bytes + merges + 9 special tokens), <= 65536",

@@ -3,11 +3,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "parallel.hpp"
 #include "ringtrain/data/bpe_train.hpp"
@@ -87,7 +91,30 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-const char* const kDefaultCorpus = "/usr/share/doc/linux-doc-6.1/html/_sources";
+std::string default_corpus() {
+  // linux-doc-6.1, linux-doc-6.12, ...: the highest kernel version wins (compared as numbers).
+  auto version = [](const std::string& name) {
+    std::vector<long> parts;
+    for (size_t i = 0; i < name.size();) {
+      if (!std::isdigit(static_cast<unsigned char>(name[i]))) { ++i; continue; }
+      size_t j = i;
+      while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
+      parts.push_back(std::stol(name.substr(i, std::min<size_t>(j - i, 9))));
+      i = j;
+    }
+    return parts;
+  };
+  std::string best, best_name;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/usr/share/doc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("linux-doc", 0) != 0) continue;
+    const fs::path sources = e.path() / "html" / "_sources";
+    if (!fs::is_directory(sources, ec)) continue;
+    if (best.empty() || version(name) > version(best_name)) best = sources.string(), best_name = name;
+  }
+  return best;
+}
 
 bool is_val_document(uint64_t seed, uint64_t index, double val_fraction) {
   uint64_t h = splitmix64(splitmix64(seed) ^ index);
@@ -113,10 +140,11 @@ PrepareResult prepare_data(const PrepareOptions& opt) {
   if (opt.threads < 1) throw UsageError("--threads must be >= 1");
   std::vector<std::string> inputs = opt.inputs;
   if (inputs.empty()) {
-    if (!fs::is_directory(kDefaultCorpus))
-      throw UsageError(std::string("no --input given and the default corpus ") + kDefaultCorpus +
-                       " is missing; run tools/setup.sh (installs linux-doc-6.1) or pass --input PATH");
-    inputs.push_back(kDefaultCorpus);
+    const std::string corpus = default_corpus();
+    if (corpus.empty())
+      throw UsageError("no --input given and no kernel documentation (/usr/share/doc/linux-doc*/html/_sources) "
+                       "is installed; run tools/setup.sh (it installs your release's linux-doc) or pass --input PATH");
+    inputs.push_back(corpus);
   }
   std::vector<std::string> files = list_input_files(inputs);
   log("reading %zu files", files.size());

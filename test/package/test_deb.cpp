@@ -109,15 +109,25 @@ BOOST_AUTO_TEST_CASE(package_builds_installs_trains_and_purges_cleanly) {
   std::replace(revision.begin(), revision.end(), '-', '.');
   const std::string deb_version = sh("dpkg-deb -f " + deb + " Version");
   BOOST_TEST(deb_version.rfind(release, 0) == 0u, deb_version);
-  const auto literal = [](const std::string& s) { return std::regex_replace(s, std::regex(R"(\.)"), R"(\.)"); };
+  const auto literal = [](const std::string& s) { return std::regex_replace(s, std::regex(R"([.+])"), R"(\$&)"); };
+  // ... and the Debian release last (+deb12, +deb13), so packages of two releases never mix.
+  const std::string os_tag = "+deb" + sh(". /etc/os-release && printf %s \"${VERSION_ID%%.*}\"");
   if (revision != "unknown")
-    BOOST_TEST(std::regex_match(deb_version, std::regex(literal(release) + R"(\+git\d{14}\.)" + literal(revision) + "\n")),
+    BOOST_TEST(std::regex_match(deb_version, std::regex(literal(release) + R"(\+git\d{14}\.)" + literal(revision) +
+                                                         literal(os_tag) + "\n")),
                deb_version);
+  BOOST_TEST(deb_version.find(os_tag + "\n") != std::string::npos, deb_version);
   BOOST_TEST(sh("dpkg-deb -f " + deb + " Package") == "ringtrain\n");
   BOOST_TEST(sh("dpkg-deb -f " + deb + " Architecture") == sh("dpkg --print-architecture"));
   const std::string depends = sh("dpkg-deb -f " + deb + " Depends");
-  for (const char* lib : {"libc6", "libstdc++6", "libgomp1", "libdnnl2", "libzmq5", "libpcre2-8-0", "zlib1g"})
+  for (const char* lib : {"libc6", "libstdc++6", "libgomp1", "libzmq5", "libpcre2-8-0", "zlib1g"})
     BOOST_TEST(depends.find(lib) != std::string::npos, "Depends lacks " << lib << ": " << depends);
+  // oneDNN's runtime package is named by its soname, which differs by release: it must be the
+  // one that provides the library this system's build links (libdnnl2 on 12, libdnnl3.6 on 13).
+  const std::string dnnl_package = last_line(sh(
+      "dpkg -S \"$(readlink -f \"$(ldd " + build_bin + " | awk '/libdnnl/ {print $3}')\")\" | cut -d: -f1"));
+  BOOST_TEST(dnnl_package.rfind("libdnnl", 0) == 0u, dnnl_package);
+  BOOST_TEST(depends.find(dnnl_package) != std::string::npos, "Depends lacks " << dnnl_package << ": " << depends);
   BOOST_TEST(depends.find("-dev") == std::string::npos, "Depends names a -dev package: " << depends);
   BOOST_TEST(sh("dpkg-deb -I " + deb + " conffiles") == "/etc/ringtrain/example.conf\n");
 

@@ -6,14 +6,17 @@
 #include <filesystem>
 
 #include "../net/spawn.hpp"
+#include "ringtrain/data/prepare.hpp"
 
 namespace fs = std::filesystem;
 
 BOOST_AUTO_TEST_SUITE(demo)
 
 BOOST_AUTO_TEST_CASE(short_demo_trains_evaluates_samples_and_plots) {
-  const std::string corpus = "/usr/share/doc/linux-doc-6.1/html/_sources/process";
-  BOOST_REQUIRE_MESSAGE(fs::exists(corpus), corpus + " is missing: run tools/setup.sh (it installs linux-doc-6.1)");
+  const std::string docs = rt::data::default_corpus();
+  BOOST_REQUIRE_MESSAGE(!docs.empty(), "no kernel documentation installed: run tools/setup.sh (it installs linux-doc)");
+  const std::string corpus = docs + "/process";
+  BOOST_REQUIRE_MESSAGE(fs::exists(corpus), corpus + " is missing: run tools/setup.sh (it installs linux-doc)");
   const std::string root = std::getenv("RINGTRAIN_SOURCE_ROOT");
   const std::string dir = nettest::scratch_dir() + "/demo";
   const std::string env = "RINGTRAIN_SKIP_SETUP=1 RINGTRAIN_DEMO_STEPS=4 RINGTRAIN_DEMO_DEPTH=1 RINGTRAIN_DEMO_VOCAB=512 "

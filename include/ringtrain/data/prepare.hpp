@@ -14,11 +14,13 @@
 namespace rt::data {
 
 // The default corpus when no --input is given: the .rst sources of the kernel
-// documentation that Debian's linux-doc-6.1 installs (tools/setup.sh installs it).
-extern const char* const kDefaultCorpus;
+// documentation that the release's linux-doc package installs (Debian 12: linux-doc-6.1,
+// Debian 13: linux-doc-6.12; tools/setup.sh installs it), i.e. the newest directory
+// /usr/share/doc/linux-doc*/html/_sources. Empty when none is installed.
+std::string default_corpus();
 
 struct PrepareOptions {
-  std::vector<std::string> inputs;  // empty: kDefaultCorpus
+  std::vector<std::string> inputs;  // empty: default_corpus()
   std::string out_dir;
   uint32_t vocab = 32768;
   std::string tokenizer;       // reuse this .tiktoken file instead of training

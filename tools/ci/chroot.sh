@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Runs a command inside a Debian chroot of another release (default: Debian 13, trixie), with
+# this source tree mounted at the same path, so that one checkout builds and tests on two
+# releases. Needs root. The chroot is made with debootstrap from Debian's archive the first
+# time and kept (RINGTRAIN_CHROOT_CACHE, default /var/cache/ringtrain): later runs on the same
+# machine reuse it, and tools/setup.sh inside it installs only what is missing.
+#
+#   sudo bash tools/ci/chroot.sh [--release trixie] [--bind DIR]... -- COMMAND [ARG...]
+#   sudo bash tools/ci/chroot.sh --release trixie -- bash tools/setup.sh tests
+#
+# --bind DIR mounts a host directory at the same path inside (a test's scratch directory, so
+# that a rank in the chroot reads the same data and writes where the test looks).
+#
+# The command runs as root in the source tree, with a clean environment (PATH, HOME, LANG,
+# CI and every RINGTRAIN_* variable are passed in). /proc, /sys, /dev and /dev/pts are
+# mounted for it and unmounted afterwards, also when it fails or is interrupted.
+#   RINGTRAIN_DEBIAN_MIRROR  the archive to debootstrap from (default http://deb.debian.org/debian)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+release=trixie
+binds=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --release) release=$2; shift 2 ;;
+    --bind) [ -d "${2:-}" ] || { echo "chroot: --bind ${2:-} is not a directory" >&2; exit 2; }
+            binds+=("$(cd "$2" && pwd)"); shift 2 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "chroot: unknown option '$1'; usage: tools/ci/chroot.sh [--release NAME] -- COMMAND" >&2; exit 2 ;;
+  esac
+done
+[ $# -gt 0 ] || { echo "chroot: no command given; usage: tools/ci/chroot.sh [--release NAME] -- COMMAND" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "chroot: must run as root (debootstrap, mount and chroot need it); run it with sudo" >&2; exit 2; }
+case "$release" in
+  *[!a-z]*|"") echo "chroot: release '$release' is not a Debian code name (e.g. trixie)" >&2; exit 2 ;;
+esac
+
+cache=${RINGTRAIN_CHROOT_CACHE:-/var/cache/ringtrain}
+root=$cache/chroot-$release
+src=$PWD
+
+if [ ! -f "$root/.ringtrain-chroot-ready" ]; then
+  if ! command -v debootstrap >/dev/null; then
+    echo "chroot: installing debootstrap"
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null
+  fi
+  # Built aside and renamed when complete: an interrupted debootstrap never passes for a chroot.
+  mkdir -p "$cache"
+  rm -rf "$root.new"
+  echo "chroot: creating a Debian $release chroot in $root (debootstrap, about a minute)"
+  t0=$(date +%s)
+  if ! debootstrap --variant=minbase "$release" "$root.new" "${RINGTRAIN_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
+       >"$cache/debootstrap-$release.log" 2>&1; then
+    tail -n 20 "$cache/debootstrap-$release.log" >&2
+    echo "chroot: debootstrap of $release failed (log: $cache/debootstrap-$release.log)" >&2
+    exit 1
+  fi
+  # Only the main archive; no recommends, as tools/setup.sh asks on the host.
+  echo 'APT::Install-Recommends "false";' > "$root.new/etc/apt/apt.conf.d/90ringtrain"
+  touch "$root.new/.ringtrain-chroot-ready"
+  rm -rf "$root"
+  mv "$root.new" "$root"
+  echo "chroot: $release ready in $(( $(date +%s) - t0 )) s"
+fi
+
+mounts=()
+cleanup() {
+  local i
+  for (( i=${#mounts[@]}-1; i>=0; i-- )); do umount -l "${mounts[$i]}" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+bind() {  # bind-mounts host path $1 at $2 inside the chroot
+  mkdir -p "$root$2"
+  mount --bind "$1" "$root$2"
+  mounts+=("$root$2")
+}
+mkdir -p "$root/proc" "$root/sys"
+mount -t proc proc "$root/proc"; mounts+=("$root/proc")
+mount -t sysfs sys "$root/sys"; mounts+=("$root/sys")
+bind /dev /dev
+bind /dev/pts /dev/pts
+bind /dev/shm /dev/shm
+bind "$src" "$src"
+# Read-only files the tests expect beside the checkout (the shared specification, if any).
+[ -d "$src/../shared" ] && bind "$src/../shared" "$(cd "$src/.." && pwd)/shared"
+for dir in "${binds[@]}"; do bind "$dir" "$dir"; done
+cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+
+env_args=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8)
+[ -z "${CI:-}" ] || env_args+=(CI="$CI")
+while IFS='=' read -r name value; do
+  env_args+=("$name=$value")
+done < <(env | grep '^RINGTRAIN_' || true)
+quoted=$(printf ' %q' "$@")
+set +e
+chroot "$root" /usr/bin/env -i "${env_args[@]}" bash -c "cd $(printf %q "$src") &&$quoted"
+rc=$?
+exit $rc

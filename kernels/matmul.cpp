@@ -164,4 +164,9 @@ double measure_matmul_gflops(int64_t M, int64_t K, int64_t N, int reps) {
   return 2.0 * double(M) * double(N) * double(K) / secs[secs.size() / 2] / 1e9;
 }
 
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
 }  // namespace rt::kernels

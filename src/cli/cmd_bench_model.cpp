@@ -117,6 +117,7 @@ int cmd_bench_model(int argc, char** argv) {
     j["device_batch"] = B;
     j["seq_len"] = T;
     j["threads"] = threads;
+    j["onednn"] = kernels::onednn_version();
     return j;
   };
   if (json) {

@@ -419,10 +419,10 @@ int Trainer::run() {
   rs.flops_per_token = model::flops_per_token(cfg_);
   rs.peak_gflops = kernels::measure_matmul_gflops(1024, 512, 1024, 5);
   rs.run_start_s = run_start_s_;
-  logf("model d%lld: %lld parameters, %lld FLOPs/token, vocab %u, T %lld; batch %lld tokens/step (%lld micro-steps of %lld x %lld here); %d threads; matmul peak %.0f GFLOP/s",
+  logf("model d%lld: %lld parameters, %lld FLOPs/token, vocab %u, T %lld; batch %lld tokens/step (%lld micro-steps of %lld x %lld here); %d threads; matmul peak %.0f GFLOP/s (oneDNN %s)",
        (long long)cfg_.n_layer, (long long)model::count_params(cfg_).total, (long long)rs.flops_per_token, data_.vocab,
        (long long)o_.seq_len, (long long)global_tokens_, (long long)accum_, (long long)o_.device_batch,
-       (long long)o_.seq_len, omp_get_max_threads(), rs.peak_gflops);
+       (long long)o_.seq_len, omp_get_max_threads(), rs.peak_gflops, kernels::onednn_version().c_str());
   progress_ = std::make_unique<Progress>(o_.steps, o_.progress_bar && index_ == 0);
   reports_ = std::make_unique<StepReports>(comm_.get(), *opt_, metrics_, *progress_, status_, rs);
 

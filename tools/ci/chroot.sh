@@ -12,7 +12,7 @@
 # that a rank in the chroot reads the same data and writes where the test looks).
 #
 # The command runs as root in the source tree, with a clean environment (PATH, HOME, LANG,
-# CI and every RINGTRAIN_* variable are passed in). /proc, /sys, /dev and /dev/pts are
+# CI and every RINGTRAIN_* and OMP_* variable are passed in). /proc, /sys, /dev and /dev/pts are
 # mounted for it and unmounted afterwards, also when it fails or is interrupted.
 #   RINGTRAIN_DEBIAN_MIRROR  the archive to debootstrap from (default http://deb.debian.org/debian)
 set -euo pipefail
@@ -70,7 +70,6 @@ cleanup() {
   for (( i=${#mounts[@]}-1; i>=0; i-- )); do umount -l "${mounts[$i]}" 2>/dev/null || true; done
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
 bind() {  # bind-mounts host path $1 at $2 inside the chroot
   mkdir -p "$root$2"
   mount --bind "$1" "$root$2"
@@ -90,11 +89,25 @@ cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
 env_args=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8)
 [ -z "${CI:-}" ] || env_args+=(CI="$CI")
+# RINGTRAIN_* (the tests' settings) and OMP_* (a rank's thread count must be the one asked for)
 while IFS='=' read -r name value; do
   env_args+=("$name=$value")
-done < <(env | grep '^RINGTRAIN_' || true)
+done < <(env | grep -E '^(RINGTRAIN|OMP)_' || true)
 quoted=$(printf ' %q' "$@")
+# The command runs in the background and this script waits for it, so that a signal to this
+# script (a test's timeout, Ctrl-C) reaches the command at once: bash runs no trap while a
+# foreground child runs, and a killed wrapper must not leave a trainer running in the chroot.
+# chroot, env and bash all exec, so the child's pid is the command's own.
+child=
+on_signal() {
+  [ -z "$child" ] || kill -TERM "$child" 2>/dev/null
+  wait "$child" 2>/dev/null
+  exit 143
+}
+trap on_signal INT TERM
 set +e
-chroot "$root" /usr/bin/env -i "${env_args[@]}" bash -c "cd $(printf %q "$src") &&$quoted"
+chroot "$root" /usr/bin/env -i "${env_args[@]}" bash -c "cd $(printf %q "$src") && exec$quoted" &
+child=$!
+wait "$child"
 rc=$?
 exit $rc

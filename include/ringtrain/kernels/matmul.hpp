@@ -7,6 +7,7 @@
 // operand is described by strides, never copied.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace rt::kernels {
 
@@ -38,5 +39,9 @@ void linear_backward(const float* dy, const float* x, const float* W, float* dx,
 // OpenMP thread count: median of `reps` runs of an M x K x N product after warm-up.
 // Used as the peak for MFU, always measured in the same run as the thing it divides.
 double measure_matmul_gflops(int64_t M = 2048, int64_t K = 512, int64_t N = 2048, int reps = 10);
+
+// The version of the oneDNN library loaded at run time, "3.7.2" (it may differ from the
+// headers the build saw): logged at start and in benchmarks, so a mixed job shows its mix.
+std::string onednn_version();
 
 }  // namespace rt::kernels

@@ -16,7 +16,7 @@ void check_replicas(net::Communicator& comm, model::ParamSet& params, int64_t st
     params.data()[0] = std::nextafter(params.data()[0], INFINITY);
   if (const int r = first_rank_differing(comm, params.data(), size_t(params.size())); r >= 0)
     throw RuntimeError("replicas have drifted at step " + std::to_string(step) + ": rank " + std::to_string(r) +
-                       "'s parameters differ from rank 0's; build every host with the same compiler and -Dnative=false, then --resume");
+                       "'s parameters differ from rank 0's; run the same ringtrain commit on every host (ringtrain --version), then --resume");
 }
 
 int first_rank_differing(net::Communicator& comm, const float* data, size_t n) {

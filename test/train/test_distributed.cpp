@@ -382,8 +382,8 @@ BOOST_AUTO_TEST_CASE(drifted_replicas_stop_the_job) {
   unsetenv("RINGTRAIN_TEST_PERTURB_RANK");
   nettest::wait_all(ranks, 120);
   const std::string want =
-      "replicas have drifted at step 4: rank 1's parameters differ from rank 0's; build every host with the same "
-      "compiler and -Dnative=false, then --resume\n";
+      "replicas have drifted at step 4: rank 1's parameters differ from rank 0's; run the same ringtrain commit on "
+      "every host (ringtrain --version), then --resume\n";
   for (auto& p : ranks) {
     BOOST_TEST(p.exit_code == 1, p.err());
     BOOST_TEST(p.err().find(want) != std::string::npos, p.err());

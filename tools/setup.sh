@@ -31,15 +31,17 @@ trainer=(
 # Ubuntu 24.04 noble and Linux Mint 22 have the same names as trixie, with their kernel's docs).
 # shellcheck disable=SC1091
 release=$(. /etc/os-release 2>/dev/null && echo "${UBUNTU_CODENAME:-${VERSION_CODENAME:-}}")
+# tiktoken (the tokenizer check loads our tokenizer with it) is packaged from Debian 13 on.
+tiktoken=()
 case "$release" in
   bookworm) corpus=(linux-doc-6.1) ;;
-  trixie) corpus=(linux-doc-6.12) ;;
+  trixie) corpus=(linux-doc-6.12) tiktoken=(python3-tiktoken) ;;
   noble) corpus=(linux-doc) ;;
   *) corpus=(linux-doc)
      echo "setup: release '${release:-unknown}' is not one ringtrain is tested on (Debian 12, Debian 13); trying the names of Debian 13" >&2 ;;
 esac
 # PyTorch with OpenBLAS, never the reference BLAS: that runs 30x slower (see the BLAS step below)
-reference=(python3-torch python3-numpy libopenblas0-openmp)
+reference=(python3-torch python3-numpy libopenblas0-openmp "${tiktoken[@]}")
 netns=(iproute2 nftables procps psmisc)
 package=(dpkg-dev)
 # Boost.Test; the tests group also takes every group above

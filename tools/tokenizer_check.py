@@ -10,7 +10,8 @@
 - train.bin / val.bin have the documented header, size, offsets and BOS at each document;
 - decoding the first N documents of each shard gives back exactly the text of one of the
   source files listed in meta.json (plain-text sources only);
-- if the tiktoken package is importable, it loads the file and decodes the same way.
+- if the tiktoken package is importable, it loads the file, decodes and encodes the same way
+  (required when RINGTRAIN_REQUIRE_TIKTOKEN=1, as in CI's Debian 13 pass).
 Exits 1 with a message on the first failure, 77 (skipped) when numpy is missing.
 """
 import base64
@@ -110,7 +111,10 @@ def main():
                                 mergeable_ranks={t: i for i, t in enumerate(tokens)},
                                 special_tokens={s: len(tokens) + i for i, s in enumerate(SPECIALS)})
     except ImportError:
-        pass
+        # Where the release packages tiktoken, CI insists on it (tools/ci/release_pass.sh).
+        if os.environ.get("RINGTRAIN_REQUIRE_TIKTOKEN") == "1":
+            fail("tiktoken is not importable but RINGTRAIN_REQUIRE_TIKTOKEN=1: install python3-tiktoken "
+                 "(bash tools/setup.sh reference)")
     total_tokens = 0
     for split in ("train", "val"):
         starts, toks = read_shard(os.path.join(out, f"{split}.bin"), vocab)

@@ -17,6 +17,8 @@ build=${RINGTRAIN_BUILD_DIR:?RINGTRAIN_BUILD_DIR must name the build directory}
 skip="net/netns net/slow_link"
 echo "release pass: $(. /etc/os-release && echo "$PRETTY_NAME"), build directory $build"
 bash tools/setup.sh tests || exit 1
+# Debian 13 packages tiktoken (tools/setup.sh installs it): the tokenizer check must use it.
+if [ "$(. /etc/os-release && echo "${VERSION_CODENAME:-}")" = trixie ]; then export RINGTRAIN_REQUIRE_TIKTOKEN=1; fi
 names=()
 if [ -n "${RINGTRAIN_CHROOT_SUITES:-}" ]; then
   [ "$RINGTRAIN_CHROOT_SUITES" = all ] || read -r -a names <<<"$RINGTRAIN_CHROOT_SUITES"

@@ -16,4 +16,10 @@ struct RuntimeError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A file could not be written (a full disk, no file descriptor left, a failed fsync). Also
+// exit 1; a trainer that gets it from a periodic checkpoint logs it and trains on.
+struct WriteError : RuntimeError {
+  using RuntimeError::RuntimeError;
+};
+
 }  // namespace rt

@@ -21,8 +21,8 @@ std::string dir_of(const std::string& path) {
 }
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
-  throw RuntimeError(what + " " + path + ": " + std::strerror(errno) +
-                     "; check that the directory exists, is writable and has space");
+  throw WriteError(what + " " + path + ": " + std::strerror(errno) +
+                   "; check that the directory exists, is writable and has space");
 }
 
 }  // namespace
@@ -60,11 +60,18 @@ void write_file_atomic(const std::string& path,
     fail("cannot rename onto", path);
   }
   // Make the rename itself durable.
-  const int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  fsync_directory(dir_of(path));
+}
+
+void fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open directory", dir);
+  // EINVAL: a file system that cannot sync directories (nothing more to be had there).
+  const bool ok = ::fsync(fd) == 0 || errno == EINVAL;
+  const int saved = errno;
+  ::close(fd);
+  errno = saved;
+  if (!ok) fail("cannot fsync directory", dir);
 }
 
 void write_file_atomic(const std::string& path, const void* data, size_t size) {

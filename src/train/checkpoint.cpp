@@ -1,12 +1,14 @@
 #include "ringtrain/train/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -22,14 +24,8 @@ namespace {
 
 // Suffix of a step directory renamed aside while its replacement is put in place.
 constexpr char kSetAside[] = ".old-";
-
-void fsync_path(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
+// Infix of the directory a checkpoint is written into before it is renamed into place.
+constexpr char kInProgress[] = ".tmp-";
 
 }  // namespace
 
@@ -59,14 +55,14 @@ CheckpointWriter::CheckpointWriter(const std::string& run_dir, int rank, int64_t
   const fs::path parent = rank_dir(run_dir, rank);
   std::error_code ec;
   fs::create_directories(parent, ec);
-  if (ec) throw RuntimeError("cannot create " + parent.string() + ": " + ec.message());
+  if (ec) throw WriteError("cannot create " + parent.string() + ": " + ec.message());
   final_dir_ = (parent / step_dir_name(step)).string();
   std::string tmp_name(1, '.');  // appended, not "." + ...: GCC 12 warns falsely (-Wrestrict) on that
-  tmp_name.append(step_dir_name(step)).append(".tmp-").append(std::to_string(::getpid()));
+  tmp_name.append(step_dir_name(step)).append(kInProgress).append(std::to_string(::getpid()));
   tmp_dir_ = (parent / tmp_name).string();
   fs::remove_all(tmp_dir_, ec);
   fs::create_directory(tmp_dir_, ec);
-  if (ec) throw RuntimeError("cannot create " + tmp_dir_ + ": " + ec.message());
+  if (ec) throw WriteError("cannot create " + tmp_dir_ + ": " + ec.message());
 }
 
 CheckpointWriter::~CheckpointWriter() {
@@ -101,7 +97,12 @@ std::string CheckpointWriter::path(const std::string& name) const {
 }
 
 void CheckpointWriter::add_written_file(const std::string& name) {
-  const std::string data = io::read_file(path(name));
+  std::string data;
+  try {
+    data = io::read_file(path(name));
+  } catch (const UsageError& e) {  // it was just written: not reading it back is a failed write
+    throw WriteError(std::string("cannot read back what was written: ") + e.what());
+  }
   files_[name] = {{"bytes", data.size()}, {"crc32", crc32_of(data.data(), data.size())}};
 }
 
@@ -111,7 +112,7 @@ std::string CheckpointWriter::commit(nlohmann::json meta) {
   meta["files"] = files_;
   const std::string text = meta.dump(2) + "\n";
   io::write_file_atomic(path("meta.json"), text.data(), text.size());
-  fsync_path(tmp_dir_);
+  io::fsync_directory(tmp_dir_);
   const std::string parent = fs::path(final_dir_).parent_path().string();
   std::error_code ec;
   if (fs::exists(final_dir_)) {
@@ -119,21 +120,21 @@ std::string CheckpointWriter::commit(nlohmann::json meta) {
     // new one is in place.
     const std::string old = final_dir_ + kSetAside + std::to_string(::getpid());
     fs::rename(final_dir_, old, ec);
-    if (ec) throw RuntimeError("cannot replace " + final_dir_ + ": " + ec.message());
+    if (ec) throw WriteError("cannot replace " + final_dir_ + ": " + ec.message());
     fs::rename(tmp_dir_, final_dir_, ec);
     if (ec) {
       std::error_code back;
       fs::rename(old, final_dir_, back);
-      throw RuntimeError("cannot rename " + tmp_dir_ + " to " + final_dir_ + ": " + ec.message() +
-                         (back ? "; the previous copy is in " + old : "; the previous copy is kept"));
+      throw WriteError("cannot rename " + tmp_dir_ + " to " + final_dir_ + ": " + ec.message() +
+                       (back ? "; the previous copy is in " + old : "; the previous copy is kept"));
     }
-    fsync_path(parent);
+    io::fsync_directory(parent);
     fs::remove_all(old, ec);
   } else {
     fs::rename(tmp_dir_, final_dir_, ec);
-    if (ec) throw RuntimeError("cannot rename " + tmp_dir_ + " to " + final_dir_ + ": " + ec.message());
+    if (ec) throw WriteError("cannot rename " + tmp_dir_ + " to " + final_dir_ + ": " + ec.message());
   }
-  fsync_path(parent);
+  io::fsync_directory(parent);
   committed_ = true;
   return final_dir_;
 }
@@ -205,6 +206,36 @@ std::vector<int64_t> checkpoint_steps(const std::string& run_dir, int rank) {
   }
   std::sort(steps.begin(), steps.end());
   return steps;
+}
+
+void clean_checkpoint_leftovers(const std::string& run_dir, int rank) {
+  const fs::path parent = rank_dir(run_dir, rank);
+  std::error_code ec;
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(parent, ec)) entries.push_back(e.path());
+  for (const fs::path& p : entries) {
+    const std::string n = p.filename().string();
+    if (const auto at = n.find(kInProgress); n.rfind(".step_", 0) == 0 && at != std::string::npos) {
+      // A save interrupted by a crash or SIGKILL. Another live process's save (its pid in the
+      // name) is left alone; a pid that is gone, or our own from an earlier boot, is not.
+      const long pid = std::atol(n.c_str() + at + std::strlen(kInProgress));
+      const bool writer_alive = pid > 0 && pid != long(::getpid()) && (::kill(pid_t(pid), 0) == 0 || errno == EPERM);
+      if (writer_alive) continue;
+      fs::remove_all(p, ec);
+      logf("removed %s, a checkpoint whose save never finished", p.string().c_str());
+    } else if (const auto aside = n.find(kSetAside); n.rfind("step_", 0) == 0 && aside != std::string::npos) {
+      // A copy set aside by an interrupted re-save: stale if its step is in place again,
+      // else it is that step's checkpoint, put back under its name.
+      const fs::path step_dir = parent / n.substr(0, aside);
+      if (fs::exists(step_dir)) {
+        fs::remove_all(p, ec);
+        logf("removed %s, an old copy of %s", p.string().c_str(), step_dir.string().c_str());
+      } else {
+        fs::rename(p, step_dir, ec);
+        if (!ec) logf("restored %s from %s (a re-save of that step was interrupted)", step_dir.string().c_str(), p.string().c_str());
+      }
+    }
+  }
 }
 
 std::optional<std::string> newest_valid_checkpoint(const std::string& run_dir, int rank) {

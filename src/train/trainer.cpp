@@ -245,6 +245,18 @@ void Trainer::resume_or_init() {
   exchanged_step_ = step_;
 }
 
+void Trainer::save_periodic_checkpoint() {
+  try {
+    save_checkpoint("periodic");
+    last_saved_step_ = step_;
+  } catch (const WriteError& e) {
+    const std::string kept = last_saved_step_ >= 0 ? "step " + std::to_string(last_saved_step_) : "none yet";
+    logf("checkpoint of step %lld not saved: %s; training goes on, the next save (step %lld) tries again "
+         "(the last one this run saved: %s)",
+         (long long)step_, e.what(), (long long)(step_ + o_.save_every), kept.c_str());
+  }
+}
+
 void Trainer::save_checkpoint(const char* why) {
   if (sync_) sync_->apply_arrived();
   require_finite(model_->params(), step_);  // never a valid-looking checkpoint of NaN/Inf
@@ -258,8 +270,7 @@ void Trainer::save_checkpoint(const char* why) {
   if (sync_) sync_->save_state(state);  // none while an elastic ring re-forms
   w.write_file("state.safetensors", [&](const io::ByteSink& sink) { state.write(sink); });
   // The tokenizer travels with the weights, so that sample/eval need only the checkpoint.
-  const std::string tok = io::read_file((fs::path(o_.data_dir) / "tokenizer.tiktoken").string());
-  w.write_file("tokenizer.tiktoken", {{tok.data(), tok.size()}});
+  w.write_file("tokenizer.tiktoken", {{tokenizer_text_.data(), tokenizer_text_.size()}});
   json meta = {{"step", step_},
                {"model_config", json::parse(cfg_.to_json())},
                {"rank", o_.rank},
@@ -383,7 +394,7 @@ bool Trainer::train_step(int64_t last_step) {
 
   if (std::isnan(loss_sum)) throw RuntimeError("loss is NaN at step " + std::to_string(step_) + "; lower the learning rate or check the data");
   if (plan.eval) evaluate_and_log();
-  if (plan.save) save_checkpoint("periodic");
+  if (plan.save) save_periodic_checkpoint();
   sync_->step_end(stopping);
   return stopping;
 }
@@ -401,6 +412,8 @@ int Trainer::run() {
   log_set_rank(o_.rank, o_.world());
   install_stop_signals();
   data_ = load_dataset(o_.data_dir);
+  tokenizer_text_ = io::read_file((fs::path(o_.data_dir) / "tokenizer.tiktoken").string());
+  clean_checkpoint_leftovers(o_.out_dir, o_.rank);
   cfg_ = o_.model_config(data_.vocab);
   // Elastic: any rank may become the lowest live one, which writes the metrics.
   if (o_.metrics_path.empty() && (o_.rank == 0 || o_.elastic())) o_.metrics_path = (fs::path(o_.out_dir) / "metrics.jsonl").string();

@@ -17,6 +17,13 @@
 #   RINGTRAIN_DEBIAN_MIRROR  the archive to debootstrap from (default http://deb.debian.org/debian)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# Each invocation gets a mount namespace of its own: its /proc, /sys, /dev and binds are seen
+# by its command only and vanish with it, so several may use one chroot at once (a rank of a
+# test while a build runs) without one's mounts colliding with or unmounting another's.
+if [ -z "${RT_CHROOT_OWN_MOUNTS:-}" ] && [ "$(id -u)" = 0 ]; then
+  export RT_CHROOT_OWN_MOUNTS=1
+  exec unshare --mount --propagation private bash tools/ci/chroot.sh "$@"
+fi
 release=trixie
 binds=()
 while [ $# -gt 0 ]; do

@@ -43,6 +43,7 @@ class CheckpointWriter {
   std::string path(const std::string& name) const;
   void add_written_file(const std::string& name);
   // Adds "files" to meta, writes meta.json, fsyncs and renames into place. Returns the path.
+  // Every failure to write, sync or rename is an rt::WriteError.
   // A checkpoint of the same step already there stays until the new one is in place: it is
   // renamed aside, the new one renamed in, then the old one deleted (and renamed back if
   // the new one could not be put in place).
@@ -57,6 +58,11 @@ class CheckpointWriter {
 // Parameters must be finite to be checkpointed: a NaN or Inf saved as valid would poison
 // every resume. Throws rt::RuntimeError naming the step and the first bad tensor.
 void require_finite(const model::ParamSet& params, int64_t step);
+
+// At start, before anything is saved or resumed: removes what a killed save left in this
+// rank's directory (its temporary directories, copies set aside that are stale) and puts a
+// set-aside copy back under its step's name when the step has no other copy. Logs each.
+void clean_checkpoint_leftovers(const std::string& run_dir, int rank);
 
 // Reads meta.json and checks every listed file's size and CRC-32. Returns meta.json's content,
 // or throws rt::UsageError naming the checkpoint and what is wrong with it (a meta.json that

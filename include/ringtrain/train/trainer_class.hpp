@@ -54,6 +54,10 @@ class Trainer {
   bool train_step(int64_t last_step);
   void evaluate_and_log();
   void save_checkpoint(const char* why);
+  // The periodic save: a failed write (a full disk, no file descriptor left) costs this
+  // checkpoint, not the run. It is logged, the previous checkpoint stays, the next periodic
+  // save tries again; the final save still fails loudly.
+  void save_periodic_checkpoint();
   net::ServiceHandler service_handler();
   // The options of the communicator of the ring of `epoch` over `members`.
   net::CommOptions ring_options(int64_t epoch, const std::vector<int>& members);
@@ -80,6 +84,7 @@ class Trainer {
 
   TrainOptions o_;
   DataSet data_;
+  std::string tokenizer_text_;  // read once at start: a save needs no file but its own
   model::ModelConfig cfg_;
   std::unique_ptr<net::Communicator> comm_;
   std::unique_ptr<model::GPT> model_;
@@ -128,6 +133,7 @@ class Trainer {
   double tokens_seen_ = 0;
   double run_start_s_ = 0;
   double last_val_bpb_ = -1;
+  int64_t last_saved_step_ = -1;  // of this run's periodic saves, for the log of a failed one
   int64_t last_eval_step_ = -1;
   data::LoaderState step_start_loader_;  // loader position after step_ steps
 };

@@ -1,0 +1,159 @@
+// What a disk can do to a run, and what the run does about it:
+//   - a periodic save that fails (here: a full file system) is logged, costs that checkpoint
+//     only, and the next periodic save tries again; the run finishes when space comes back;
+//   - the final save that fails makes the run exit 1 with the reason, no half-written
+//     checkpoint left behind;
+//   - what a killed save left in the rank's directory is cleaned up at the next start.
+// The full disk is a small tmpfs, mounted in a mount namespace of this test process only
+// (root: CI runs as root; skipped otherwise).
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "../common/skip.hpp"
+#include "../net/spawn.hpp"
+#include "ringtrain/train/checkpoint.hpp"
+#include "train_fixture.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A tmpfs of `megabytes` at `dir`, visible to this process and its children only.
+bool private_tmpfs(const std::string& dir, int megabytes) {
+  static bool unshared = false;
+  if (!unshared) {
+    if (::unshare(CLONE_NEWNS) != 0) {
+      BOOST_TEST_MESSAGE("unshare: " << std::strerror(errno));
+      return false;
+    }
+    // So that the tmpfs does not show outside. In a chroot "/" is no mount point and this
+    // fails: the tmpfs may then be seen outside while the test runs; it is unmounted after.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      BOOST_TEST_MESSAGE("mount --make-rprivate /: " << std::strerror(errno));
+    unshared = true;
+  }
+  fs::create_directories(dir);
+  const std::string opts = "size=" + std::to_string(megabytes) + "m";
+  return ::mount("tmpfs", dir.c_str(), "tmpfs", 0, opts.c_str()) == 0;
+}
+
+// Fills the file system of `path` to the last byte.
+void fill(const std::string& path) {
+  std::ofstream f(path, std::ios::binary);
+  const std::vector<char> block(1 << 16, 'x');
+  while (f.write(block.data(), std::streamsize(block.size()))) {
+  }
+  // the last partial block: one byte at a time until nothing more goes in
+  f.clear();
+  for (int i = 0; i < (1 << 16) && f.put('x') && f.flush(); ++i) {
+  }
+}
+
+std::vector<std::string> leftovers(const std::string& rank_dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(rank_dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.find(".tmp") != std::string::npos || n.find(".old-") != std::string::npos) out.push_back(n);
+  }
+  return out;
+}
+
+pid_t dead_pid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+bool root_or_skip() { return testskip::require(::geteuid() == 0, "a tmpfs in a mount namespace needs root (CI runs as root)"); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(disk_trouble)
+
+BOOST_AUTO_TEST_CASE(a_failed_periodic_save_is_logged_and_the_next_one_succeeds) {
+  if (!root_or_skip()) return;
+  const std::string out = traintest::run_dir("fulldisk");
+  BOOST_REQUIRE(private_tmpfs(out, 160));  // 20 checkpoints of the tiny model: 70 MB
+  const std::string filler = out + "/filler";
+  fill(filler);
+  auto p = nettest::spawn(traintest::train_argv({"--out", out, "--steps", "60", "--save-every", "3", "--metrics",
+                                                 nettest::scratch_dir() + "/fulldisk.jsonl"}),
+                          "fulldisk");
+  // Space comes back once the first save has failed.
+  const bool failed_once = nettest::wait_until(
+      [&] { return nettest::contains(p.err() + p.out(), "not saved: "); }, 120);
+  fs::remove(filler);
+  nettest::wait_one(p, 300);
+  const std::string log = p.err() + p.out();
+  BOOST_REQUIRE_MESSAGE(failed_once, log);
+  BOOST_TEST(p.exit_code == 0, log);
+  BOOST_TEST(nettest::contains(log, "checkpoint of step 3 not saved: "), log);
+  BOOST_TEST(nettest::contains(log, "No space left on device"), log);
+  BOOST_TEST(nettest::contains(log, "training goes on, the next save (step 6) tries again (the last one this run saved: none yet)"), log);
+  // Later saves went through, the final one too, and every checkpoint there is whole.
+  const auto steps = rt::train::checkpoint_steps(out, 0);
+  BOOST_REQUIRE(!steps.empty());
+  BOOST_TEST(steps.back() == 60);
+  BOOST_TEST(steps.front() > 3);
+  for (int64_t s : steps) BOOST_CHECK_NO_THROW(rt::train::verify_checkpoint(out + "/rank0/" + rt::train::step_dir_name(s)));
+  BOOST_TEST(leftovers(out + "/rank0").empty());
+  ::umount2(out.c_str(), MNT_DETACH);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_final_save_exits_1_and_leaves_no_partial_checkpoint) {
+  if (!root_or_skip()) return;
+  const std::string out = traintest::run_dir("fullfinal");
+  BOOST_REQUIRE(private_tmpfs(out, 16));
+  fill(out + "/filler");
+  auto p = nettest::spawn(traintest::train_argv({"--out", out, "--steps", "3", "--metrics",
+                                                 nettest::scratch_dir() + "/fullfinal.jsonl"}),
+                          "fullfinal");
+  nettest::wait_one(p, 300);
+  const std::string log = p.err() + p.out();
+  BOOST_TEST(p.exit_code == 1, log);
+  BOOST_TEST(nettest::contains(log, "No space left on device"), log);
+  BOOST_TEST(rt::train::checkpoint_steps(out, 0).empty());
+  if (fs::exists(out + "/rank0")) BOOST_TEST(leftovers(out + "/rank0").empty());
+  ::umount2(out.c_str(), MNT_DETACH);
+}
+
+BOOST_AUTO_TEST_CASE(what_a_killed_save_left_is_cleaned_up_at_the_next_start) {
+  const std::string out = traintest::run_dir("leftover");
+  fs::remove_all(out);
+  auto first = nettest::spawn(traintest::train_argv({"--out", out, "--steps", "4", "--save-every", "2"}), "leftover0");
+  nettest::wait_one(first, 300);
+  BOOST_REQUIRE_MESSAGE(first.exit_code == 0, first.err());
+  const std::string rank0 = out + "/rank0";
+  // As a SIGKILL at three moments would leave it: a save half-written by a process that is
+  // gone, a stale set-aside copy of a step that is in place, and a re-save of step 4 killed
+  // between setting the old copy aside and putting the new one in.
+  const std::string half = rank0 + "/.step_000006.tmp-" + std::to_string(dead_pid());
+  fs::create_directories(half);
+  std::ofstream(half + "/model.safetensors.tmp.1") << "partial";
+  fs::copy(rank0 + "/step_000002", rank0 + "/step_000002.old-77", fs::copy_options::recursive);
+  fs::rename(rank0 + "/step_000004", rank0 + "/step_000004.old-78");
+
+  auto second = nettest::spawn(traintest::train_argv({"--out", out, "--steps", "6", "--resume"}), "leftover1");
+  nettest::wait_one(second, 300);
+  const std::string log = second.err() + second.out();
+  BOOST_TEST(second.exit_code == 0, log);
+  BOOST_TEST(nettest::contains(log, "removed " + half + ", a checkpoint whose save never finished"), log);
+  BOOST_TEST(nettest::contains(log, "removed " + rank0 + "/step_000002.old-77, an old copy of " + rank0 + "/step_000002"), log);
+  BOOST_TEST(nettest::contains(log, "restored " + rank0 + "/step_000004 from " + rank0 + "/step_000004.old-78"), log);
+  BOOST_TEST(nettest::contains(log, "resumed from " + rank0 + "/step_000004 (step 4)"), log);
+  BOOST_TEST(leftovers(rank0).empty());
+  BOOST_TEST((rt::train::checkpoint_steps(out, 0) == std::vector<int64_t>{2, 4, 6}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

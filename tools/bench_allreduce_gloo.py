@@ -44,6 +44,9 @@ def main():
     import torch.distributed as dist
 
     torch.set_num_threads(1)
+    # PyTorch 2.x asks its TCPStore for libuv, which Debian 13's build lacks ("use_libuv was
+    # requested but PyTorch was build without libuv support"); 1.13 has no such option.
+    os.environ.setdefault("USE_LIBUV", "0")
     dist.init_process_group("gloo", init_method="tcp://" + a.master, rank=a.rank, world_size=a.world,
                             timeout=datetime.timedelta(seconds=a.timeout))
     n_ranks = a.world

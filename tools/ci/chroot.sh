@@ -82,6 +82,9 @@ bind() {  # bind-mounts host path $1 at $2 inside the chroot
   mount --bind "$1" "$root$2"
   mounts+=("$root$2")
 }
+# The chroot's / must be a mount point (this namespace's own): the network-namespace tools
+# inside run `mount --make-rslave /`, which fails on a plain directory.
+mount --bind "$root" "$root"; mounts+=("$root")
 mkdir -p "$root/proc" "$root/sys"
 mount -t proc proc "$root/proc"; mounts+=("$root/proc")
 mount -t sysfs sys "$root/sys"; mounts+=("$root/sys")

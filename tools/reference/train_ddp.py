@@ -85,6 +85,9 @@ def train_ddp(args):
         os.environ["GLOO_SOCKET_IFNAME"] = args.ifname
     if args.rank == 0:
         require_openblas()
+    # PyTorch 2.x asks its TCPStore for libuv, which Debian 13's build lacks ("use_libuv was
+    # requested but PyTorch was build without libuv support"); 1.13 has no such option.
+    os.environ.setdefault("USE_LIBUV", "0")
     dist.init_process_group("gloo", init_method=f"tcp://{args.master_addr}:{args.master_port}",
                             rank=args.rank, world_size=args.world_size,
                             timeout=datetime.timedelta(seconds=args.timeout))

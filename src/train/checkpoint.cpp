@@ -6,9 +6,9 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -218,7 +218,10 @@ void clean_checkpoint_leftovers(const std::string& run_dir, int rank) {
     if (const auto at = n.find(kInProgress); n.rfind(".step_", 0) == 0 && at != std::string::npos) {
       // A save interrupted by a crash or SIGKILL. Another live process's save (its pid in the
       // name) is left alone; a pid that is gone, or our own from an earlier boot, is not.
-      const long pid = std::atol(n.c_str() + at + std::strlen(kInProgress));
+      // The name is whatever is on disk: a pid that does not parse or fit counts as gone.
+      long pid = 0;
+      const char* digits = n.c_str() + at + std::strlen(kInProgress);
+      if (std::from_chars(digits, n.c_str() + n.size(), pid).ec != std::errc()) pid = 0;
       const bool writer_alive = pid > 0 && pid != long(::getpid()) && (::kill(pid_t(pid), 0) == 0 || errno == EPERM);
       if (writer_alive) continue;
       fs::remove_all(p, ec);

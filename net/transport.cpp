@@ -11,13 +11,20 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <random>
 
 #include "handshake.hpp"
+#include "open_files.hpp"
 #include "port_holder.hpp"
 
 namespace rt::net {
 namespace {
+
+// How long a connection to the listening port may take to pass the security handshake. It
+// bounds what a stranger's silent connection costs (one descriptor, this long); 10 s let
+// 200 connections a second hold 2,000 descriptors.
+constexpr int kListenerHandshakeMs = 4000;
 
 // Chunks queued per direction: bounds memory in flight (about 2 x this x chunk bytes).
 // RINGTRAIN_NET_HWM and RINGTRAIN_NET_IO_THREADS override the defaults, for tuning runs.
@@ -87,6 +94,16 @@ bool send_frame(zmq::socket_t& s, const void* data, size_t size, int flags) {
   return zmq_msg_send(m.handle(), s.handle(), flags) >= 0;
 }
 
+// Raised before the first listen; said once per process (an elastic job makes a transport
+// for every ring).
+void note_open_file_limit(const std::function<void(const std::string&)>& log) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    const std::string warning = open_file_limit_warning(raise_open_file_limit());
+    if (!warning.empty()) log(warning);
+  });
+}
+
 }  // namespace
 
 Transport::Transport(CommOptions options) : opt_(std::move(options)), ctx_(io_threads()) {
@@ -100,6 +117,7 @@ Transport::Transport(CommOptions options) : opt_(std::move(options)), ctx_(io_th
   if (opt_.stall_timeout_s < 0) throw UsageError("--stall-timeout must be 0 (off) or a number of seconds");
   if (opt_.chunk_bytes < 4) throw UsageError("chunk bytes must be at least 4");
   if (!opt_.log) opt_.log = default_log;
+  note_open_file_limit(opt_.log);
   hello_refusals_ = std::make_unique<RefusalLog>(opt_.log, "handshake");
   job_hash_ = fnv1a(opt_.job_id);
   keep_chunk_memory(opt_.chunk_bytes);
@@ -220,7 +238,9 @@ void Transport::create_sockets() {
   // the security handshake: small frames, short queues, and a handshake deadline.
   router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxControlBytes + kFrameOverheadBytes));
   router_.set(zmq::sockopt::rcvhwm, 64);
-  router_.set(zmq::sockopt::handshake_ivl, 10000);
+  // A rank's handshake takes a few round trips (milliseconds, a second on a lossy far link);
+  // a stranger that connects and says nothing holds a descriptor until this deadline.
+  router_.set(zmq::sockopt::handshake_ivl, kListenerHandshakeMs);
   if (pin) router_.set(zmq::sockopt::affinity, uint64_t{1});  // I/O thread 0: everything we send
   if (opt_.key) {
     router_.set(zmq::sockopt::curve_server, true);

@@ -78,9 +78,9 @@ BOOST_AUTO_TEST_CASE(two_host_guide_runs_as_written) {
                            "'  type filter hook input priority 0; policy drop;' '  iif lo accept' "
                            "'  ct state established,related accept' ' }' '}' | ip netns exec " + hosts.ns(i) + " nft -f -";
     BOOST_REQUIRE_MESSAGE(nettest::run_shell(fw, &out) == 0, out);
-    // The guide's nftables command, as written.
-    const auto fw_cmds = guide_block("firewall");
-    BOOST_REQUIRE_MESSAGE(nettest::run_shell("ip netns exec " + hosts.ns(i) + " " + fw_cmds[0].second, &out) == 0, out);
+    // The guide's nftables commands (the per-source limits and the port range), as written.
+    for (const auto& [comment, cmd] : guide_block("firewall"))
+      BOOST_REQUIRE_MESSAGE(nettest::run_shell("ip netns exec " + hosts.ns(i) + " " + cmd, &out) == 0, cmd << ": " << out);
   }
   // The guide's two train commands, with the guide's addresses mapped onto the hosts.
   auto adapt = [&](std::string c) {

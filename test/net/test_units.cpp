@@ -1,5 +1,9 @@
 // In-process checks of the pieces that need no network: --peers parsing, shards, bf16
 // rounding, handshake comparison messages, the refusal log, job key files.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <filesystem>
@@ -12,6 +16,7 @@
 #include "bf16.hpp"
 #include "block_codes.hpp"
 #include "handshake.hpp"
+#include "open_files.hpp"
 #include "refusal_log.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/net/job_key.hpp"
@@ -274,6 +279,34 @@ BOOST_AUTO_TEST_CASE(job_key_files_are_checked) {
   std::filesystem::permissions(short_key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   BOOST_TEST(usage_message([&] { load_job_key(short_key); }).find("has 10 bytes, but a job key is exactly 32") != std::string::npos);
   BOOST_TEST(usage_message([&] { load_job_key(dir + "/missing.key"); }).find("ringtrain keygen") != std::string::npos);
+}
+
+// systemd's soft limit of 1024 under a higher hard one: the rank takes the hard limit, and
+// warns only when that is still low. In a child process, so the test's own limit is kept.
+BOOST_AUTO_TEST_CASE(open_file_limit_is_raised_to_the_hard_one) {
+  rlimit lim{};
+  BOOST_REQUIRE(getrlimit(RLIMIT_NOFILE, &lim) == 0);
+  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max <= 1024) return;  // nothing to raise to
+  const pid_t child = fork();
+  BOOST_REQUIRE(child >= 0);
+  if (child == 0) {
+    rlimit low = lim;
+    low.rlim_cur = 1024;
+    if (setrlimit(RLIMIT_NOFILE, &low) != 0) _exit(3);
+    const rt::net::OpenFileLimit r = rt::net::raise_open_file_limit();
+    rlimit now{};
+    if (getrlimit(RLIMIT_NOFILE, &now) != 0) _exit(4);
+    const bool raised = r.before == 1024 && r.after > 1024 && now.rlim_cur == r.after &&
+                        (now.rlim_cur == lim.rlim_max || now.rlim_cur == (1u << 20));
+    const bool warned = !rt::net::open_file_limit_warning(r).empty();
+    _exit(!raised ? 5 : warned != (r.after < rt::net::kEnoughOpenFiles) ? 6 : 0);
+  }
+  int status = 0;
+  BOOST_REQUIRE(waitpid(child, &status, 0) == child);
+  BOOST_TEST(WIFEXITED(status));
+  BOOST_TEST(WEXITSTATUS(status) == 0);
+  BOOST_TEST(rt::net::open_file_limit_warning({1024, 1024, 1024}).find("LimitNOFILE=65536") != std::string::npos);
+  BOOST_TEST(rt::net::open_file_limit_warning({1024, 65536, 65536}).empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

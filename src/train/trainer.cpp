@@ -239,6 +239,7 @@ void Trainer::resume_or_init() {
     last_val_bpb_ = meta.value("val_bpb", -1.0);
     last_eval_step_ = step_;
     logf("resumed from %s (step %lld)", dir.c_str(), (long long)step_);
+    last_saved_step_ = step_;  // on disk: what a failed save of this run falls back to
   }
   sync_->begin();
   step_start_loader_ = loader_->state();
@@ -252,7 +253,7 @@ void Trainer::save_periodic_checkpoint() {
   } catch (const WriteError& e) {
     const std::string kept = last_saved_step_ >= 0 ? "step " + std::to_string(last_saved_step_) : "none yet";
     logf("checkpoint of step %lld not saved: %s; training goes on, the next save (step %lld) tries again "
-         "(the last one this run saved: %s)",
+         "(the newest checkpoint on disk: %s)",
          (long long)step_, e.what(), (long long)(step_ + o_.save_every), kept.c_str());
   }
 }

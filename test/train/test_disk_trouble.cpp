@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(a_failed_periodic_save_is_logged_and_the_next_one_succeeds)
   BOOST_TEST(p.exit_code == 0, log);
   BOOST_TEST(nettest::contains(log, "checkpoint of step 3 not saved: "), log);
   BOOST_TEST(nettest::contains(log, "No space left on device"), log);
-  BOOST_TEST(nettest::contains(log, "training goes on, the next save (step 6) tries again (the last one this run saved: none yet)"), log);
+  BOOST_TEST(nettest::contains(log, "training goes on, the next save (step 6) tries again (the newest checkpoint on disk: none yet)"), log);
   // Later saves went through, the final one too, and every checkpoint there is whole.
   const auto steps = rt::train::checkpoint_steps(out, 0);
   BOOST_REQUIRE(!steps.empty());

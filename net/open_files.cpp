@@ -15,7 +15,6 @@ OpenFileLimit raise_open_file_limit() {
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return r;
   r.before = r.after = as_count(lim.rlim_cur);
-  r.hard = as_count(lim.rlim_max);
   const rlim_t cap = 1u << 20;
   const rlim_t want = lim.rlim_max == RLIM_INFINITY ? cap : std::min<rlim_t>(lim.rlim_max, cap);
   if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < want) {
@@ -32,7 +31,7 @@ std::string open_file_limit_warning(const OpenFileLimit& limit) {
          " open files (its hard limit): anyone who reaches its port can use them up with connections it has not "
          "authenticated yet, and then a checkpoint cannot be written; raise the limit (LimitNOFILE=65536 in a systemd "
          "unit, 'ulimit -Hn 65536' as root before starting) and limit new connections per source in the firewall "
-         "(README: Firewall)";
+         "(README: Training on two (or more) hosts, step 2)";
 }
 
 }  // namespace rt::net

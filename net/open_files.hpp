@@ -6,13 +6,12 @@
 // default hard limit is 524288) before it listens, and says so when little room is left.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <string>
 
 namespace rt::net {
 
 struct OpenFileLimit {
-  uint64_t before = 0, after = 0, hard = 0;  // RLIM_INFINITY reads as UINT64_MAX
+  uint64_t before = 0, after = 0;  // the soft limit before and after; RLIM_INFINITY reads as UINT64_MAX
 };
 
 // Raises the soft RLIMIT_NOFILE to the hard limit (capped at 1<<20: select-free code does not

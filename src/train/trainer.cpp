@@ -239,7 +239,7 @@ void Trainer::resume_or_init() {
     last_val_bpb_ = meta.value("val_bpb", -1.0);
     last_eval_step_ = step_;
     logf("resumed from %s (step %lld)", dir.c_str(), (long long)step_);
-    last_saved_step_ = step_;  // on disk: what a failed save of this run falls back to
+    newest_checkpoint_step_ = step_;
   }
   sync_->begin();
   step_start_loader_ = loader_->state();
@@ -249,9 +249,9 @@ void Trainer::resume_or_init() {
 void Trainer::save_periodic_checkpoint() {
   try {
     save_checkpoint("periodic");
-    last_saved_step_ = step_;
+    newest_checkpoint_step_ = step_;
   } catch (const WriteError& e) {
-    const std::string kept = last_saved_step_ >= 0 ? "step " + std::to_string(last_saved_step_) : "none yet";
+    const std::string kept = newest_checkpoint_step_ >= 0 ? "step " + std::to_string(newest_checkpoint_step_) : "none yet";
     logf("checkpoint of step %lld not saved: %s; training goes on, the next save (step %lld) tries again "
          "(the newest checkpoint on disk: %s)",
          (long long)step_, e.what(), (long long)(step_ + o_.save_every), kept.c_str());

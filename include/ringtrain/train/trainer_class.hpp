@@ -133,7 +133,7 @@ class Trainer {
   double tokens_seen_ = 0;
   double run_start_s_ = 0;
   double last_val_bpb_ = -1;
-  int64_t last_saved_step_ = -1;  // newest checkpoint on disk (resumed from or saved), for the log of a failed save
+  int64_t newest_checkpoint_step_ = -1;  // resumed from or saved since; named by the log of a failed save
   int64_t last_eval_step_ = -1;
   data::LoaderState step_start_loader_;  // loader position after step_ steps
 };

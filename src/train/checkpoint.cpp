@@ -26,6 +26,8 @@ namespace {
 constexpr char kSetAside[] = ".old-";
 // Infix of the directory a checkpoint is written into before it is renamed into place.
 constexpr char kInProgress[] = ".tmp-";
+// Infix of a step directory renamed away by retention before it is deleted.
+constexpr char kBeingRemoved[] = ".del-";
 
 }  // namespace
 
@@ -208,6 +210,37 @@ std::vector<int64_t> checkpoint_steps(const std::string& run_dir, int rank) {
   return steps;
 }
 
+std::vector<int64_t> prune_checkpoints(const std::string& run_dir, int rank, int64_t saved, int64_t keep) {
+  std::vector<int64_t> older;
+  for (int64_t step : checkpoint_steps(run_dir, rank))
+    if (step < saved) older.push_back(step);
+  std::vector<int64_t> removed;
+  if (keep < 1 || int64_t(older.size()) <= keep - 1) return removed;
+  const fs::path parent = rank_dir(run_dir, rank);
+  older.resize(older.size() - size_t(keep - 1));  // the ones beyond the newest keep-1
+  for (int64_t step : older) {
+    const fs::path dir = parent / step_dir_name(step);
+    std::string hidden_name(1, '.');
+    hidden_name.append(step_dir_name(step)).append(kBeingRemoved).append(std::to_string(::getpid()));
+    std::error_code ec;
+    fs::rename(dir, parent / hidden_name, ec);
+    if (!ec) fs::remove_all(parent / hidden_name, ec);
+    if (ec) {
+      logf("could not remove %s (--keep-checkpoints): %s; it stays", dir.string().c_str(), ec.message().c_str());
+      continue;
+    }
+    removed.push_back(step);
+  }
+  if (!removed.empty()) {
+    try {
+      io::fsync_directory(parent.string());
+    } catch (const WriteError& e) {
+      logf("%s (after removing old checkpoints)", e.what());
+    }
+  }
+  return removed;
+}
+
 void clean_checkpoint_leftovers(const std::string& run_dir, int rank) {
   const fs::path parent = rank_dir(run_dir, rank);
   std::error_code ec;
@@ -226,6 +259,10 @@ void clean_checkpoint_leftovers(const std::string& run_dir, int rank) {
       if (writer_alive) continue;
       fs::remove_all(p, ec);
       logf("removed %s, a checkpoint whose save never finished", p.string().c_str());
+    } else if (n.rfind(".step_", 0) == 0 && n.find(kBeingRemoved) != std::string::npos) {
+      // Retention was deleting it when the process died: it is no checkpoint any more.
+      fs::remove_all(p, ec);
+      logf("removed %s, an old checkpoint whose removal (--keep-checkpoints) was interrupted", p.string().c_str());
     } else if (const auto aside = n.find(kSetAside); n.rfind("step_", 0) == 0 && aside != std::string::npos) {
       // A copy set aside by an interrupted re-save: stale if its step is in place again,
       // else it is that step's checkpoint, put back under its name.

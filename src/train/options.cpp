@@ -43,6 +43,11 @@ std::string TrainOptions::shared_config_text() const {
     << "\n--overlap-steps=" << overlap_steps
     << "\n--outer-lr=" << outer_lr << "\n--outer-momentum=" << outer_momentum
     << "\n--wire=" << net::wire_name(wire) << "\n--resume=" << resume
+    // Settings that decide when the job stops or how it moves bytes: ranks that differ here
+    // would disagree about a lost rank or a chunk. --connect-timeout, --threads, --device-batch
+    // and --keep-checkpoints are each host's own (its boot time, cores, memory and disk).
+    << "\n--min-ranks=" << min_ranks << "\n--peer-timeout=" << peer_timeout_s
+    << "\n--stall-timeout=" << stall_timeout_s << "\n--chunk-bytes=" << chunk_bytes
     << "\n--peers=";
   for (size_t i = 0; i < peers.size(); ++i) s << (i ? "," : "") << peers[i].text();
   s << "\n";
@@ -104,6 +109,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ("eval-every", "val bpb every K steps (and at step 0 and the end); 0: only at the end", cxxopts::value<int64_t>()->default_value("100"))
       ("eval-tokens", "val tokens per evaluation", cxxopts::value<int64_t>()->default_value("65536"))
       ("save-every", "checkpoint every K steps (0: only at the end)", cxxopts::value<int64_t>()->default_value("0"))
+      ("keep-checkpoints", "each rank keeps only its newest N checkpoints, deleting older ones after each save (0: keep all)",
+       cxxopts::value<int64_t>()->default_value("0"))
       ("resume", "continue from the newest valid checkpoint in --out")
       ("no-progress", "plain log lines even on a terminal");
   spec.add_options("distributed")
@@ -167,6 +174,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     o.eval_every = r["eval-every"].as<int64_t>();
     o.eval_tokens = r["eval-tokens"].as<int64_t>();
     o.save_every = r["save-every"].as<int64_t>();
+    o.keep_checkpoints = r["keep-checkpoints"].as<int64_t>();
     o.resume = r.count("resume") > 0;
     o.progress_bar = r.count("no-progress") == 0;
     o.rank = r["rank"].as<int>();
@@ -208,6 +216,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
           "--stop-after must be smaller than --steps (it stops a run early; the schedule stays --steps long)");
   require(o.threads >= 0, "--threads must be 0 (all cores) or more");
   require(o.eval_every >= 0 && o.save_every >= 0, "--eval-every and --save-every must be 0 or more");
+  require(o.keep_checkpoints >= 0, "--keep-checkpoints must be 0 (keep all) or the number of checkpoints each rank keeps");
   require(o.eval_tokens >= o.seq_len, "--eval-tokens must be at least --seq-len");
   require(o.sync_every >= 1, "--sync-every must be at least 1");
   require(!o.sync_overlap || o.sync != SyncMode::Grad,

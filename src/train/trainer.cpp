@@ -284,6 +284,9 @@ void Trainer::save_checkpoint(const char* why) {
                {"reason", why}};
   const std::string dir = w.commit(meta);
   logf("checkpoint %s (%s, %.1f s)", dir.c_str(), why, now_s() - t0);
+  if (o_.keep_checkpoints > 0)
+    for (int64_t old : prune_checkpoints(o_.out_dir, o_.rank, step_, o_.keep_checkpoints))
+      logf("removed the checkpoint of step %lld (--keep-checkpoints %lld)", (long long)old, (long long)o_.keep_checkpoints);
 }
 
 void Trainer::evaluate_and_log() {

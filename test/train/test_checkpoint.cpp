@@ -99,4 +99,37 @@ BOOST_AUTO_TEST_CASE(interrupted_write_leaves_no_checkpoint) {
   BOOST_TEST(reinterpret_cast<const float*>(back.data())[0] == 3.0f);
 }
 
+// --keep-checkpoints: the newest N up to the step just saved remain; later steps (another
+// run's, or one --resume skipped) are left alone; nothing is removed with keep 0.
+BOOST_AUTO_TEST_CASE(retention_keeps_the_newest_up_to_the_saved_step) {
+  TempDir t;
+  const std::string run = t.path.string();
+  std::vector<float> data(10, 1.0f);
+  for (int64_t step : {2, 4, 6, 8, 20}) save(t.path, step, data);
+  BOOST_TEST(prune_checkpoints(run, 0, 8, 0).empty());
+  BOOST_TEST((prune_checkpoints(run, 0, 8, 2) == std::vector<int64_t>{2, 4}));
+  BOOST_TEST((checkpoint_steps(run, 0) == std::vector<int64_t>{6, 8, 20}));
+  BOOST_TEST(prune_checkpoints(run, 0, 8, 2).empty());
+  BOOST_TEST((prune_checkpoints(run, 0, 8, 1) == std::vector<int64_t>{6}));
+  BOOST_TEST((checkpoint_steps(run, 0) == std::vector<int64_t>{8, 20}));
+  verify_checkpoint(rank_dir(run, 0) + "/step_000008");
+  // Nothing hidden is left behind by a removal that finished.
+  for (const auto& e : fs::directory_iterator(rank_dir(run, 0)))
+    BOOST_TEST(e.path().filename().string().rfind("step_", 0) == 0, e.path());
+}
+
+// A removal killed half-way leaves a hidden directory that the next start removes.
+BOOST_AUTO_TEST_CASE(interrupted_retention_is_cleaned_at_start) {
+  TempDir t;
+  const std::string run = t.path.string();
+  std::vector<float> data(10, 1.0f);
+  save(t.path, 2, data);
+  const fs::path half = fs::path(rank_dir(run, 0)) / ".step_000002.del-999999999";
+  fs::rename(fs::path(rank_dir(run, 0)) / "step_000002", half);
+  fs::remove(half / "meta.json");
+  clean_checkpoint_leftovers(run, 0);
+  BOOST_TEST(!fs::exists(half));
+  BOOST_TEST(checkpoint_steps(run, 0).empty());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

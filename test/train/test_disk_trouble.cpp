@@ -156,4 +156,25 @@ BOOST_AUTO_TEST_CASE(what_a_killed_save_left_is_cleaned_up_at_the_next_start) {
   BOOST_TEST((rt::train::checkpoint_steps(out, 0) == std::vector<int64_t>{2, 4, 6}));
 }
 
+// --keep-checkpoints 2: a long run's disk holds two checkpoints, the newest, whatever its
+// length; a resumed run goes on pruning from where it is.
+BOOST_AUTO_TEST_CASE(keep_checkpoints_bounds_what_a_run_leaves_on_disk) {
+  const std::string out = traintest::run_dir("keep");
+  fs::remove_all(out);
+  auto first = nettest::spawn(
+      traintest::train_argv({"--out", out, "--steps", "12", "--save-every", "2", "--keep-checkpoints", "2", "--stop-after", "8"}),
+      "keep0");
+  nettest::wait_one(first, 300);
+  BOOST_REQUIRE_MESSAGE(first.exit_code == 0, first.err());
+  BOOST_TEST((rt::train::checkpoint_steps(out, 0) == std::vector<int64_t>{6, 8}), first.err());
+  BOOST_TEST(nettest::contains(first.err() + first.out(), "removed the checkpoint of step 4 (--keep-checkpoints 2)"));
+  auto second = nettest::spawn(
+      traintest::train_argv({"--out", out, "--steps", "12", "--save-every", "2", "--keep-checkpoints", "2", "--resume"}), "keep1");
+  nettest::wait_one(second, 300);
+  BOOST_REQUIRE_MESSAGE(second.exit_code == 0, second.err());
+  BOOST_TEST((rt::train::checkpoint_steps(out, 0) == std::vector<int64_t>{10, 12}), second.err());
+  BOOST_TEST(leftovers(out + "/rank0").empty());
+  rt::train::verify_checkpoint(out + "/rank0/step_000012");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,6 +2,8 @@
 // batch, parameter averaging, stop/status on the job's port, a killed rank, mismatches.
 #include <boost/test/unit_test.hpp>
 
+#include <array>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -293,25 +295,32 @@ BOOST_AUTO_TEST_CASE(silent_rank_is_declared_lost_after_the_peer_timeout) {
 }
 
 BOOST_AUTO_TEST_CASE(mismatched_flags_are_named_on_every_rank) {
-  const int port = nettest::port_base(2) + 2;
-  const std::string peers = nettest::loopback_peers(2, port);
-  std::vector<Proc> ranks;
-  for (int r = 0; r < 2; ++r) {
-    auto a = base_args("mismatch", {"--rank", std::to_string(r), "--peers", peers, "--steps", r == 0 ? "10" : "20",
-                                    "--connect-timeout", "30", "--key", nettest::key_file()});
-    ranks.push_back(nettest::spawn(a, "mismatch" + std::to_string(r)));
-  }
-  nettest::wait_all(ranks, 60);
-  // Each rank names the other, the flag and both values, from its own side.
   namespace readme = traintest::readme;
   BOOST_TEST(readme::has("`" + readme::config_mismatch(1, "10.0.0.2:29500", "--steps", "10", "20") + "`"));
-  const std::string here[] = {"10", "20"};
-  for (int r = 0; r < 2; ++r) {
-    const int other = 1 - r;
-    const std::string want = readme::config_mismatch(other, "127.0.0.1:" + std::to_string(port + other), "--steps",
-                                                     here[r], here[other]);
-    BOOST_TEST(ranks[size_t(r)].exit_code == 2, ranks[size_t(r)].err());
-    BOOST_TEST(ranks[size_t(r)].err().find(want + "\n") != std::string::npos, "want: " << want << "\ngot: " << ranks[size_t(r)].err());
+  // --steps shapes the schedule; --peer-timeout and --chunk-bytes decide when a rank counts
+  // as lost and how the ring cuts its bytes: ranks must agree on them too.
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"--steps", "10", "20"}, {"--peer-timeout", "20", "25"}, {"--chunk-bytes", "65536", "131072"}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const auto& [flag, v0, v1] = cases[c];
+    const int port = nettest::port_base(2) + 2;  // the previous case's ranks have exited
+    const std::string peers = nettest::loopback_peers(2, port);
+    std::vector<Proc> ranks;
+    for (int r = 0; r < 2; ++r) {
+      auto a = base_args("mismatch", {"--rank", std::to_string(r), "--peers", peers, flag, r == 0 ? v0 : v1,
+                                      "--connect-timeout", "30", "--key", nettest::key_file()});
+      ranks.push_back(nettest::spawn(a, "mismatch" + std::to_string(r)));
+    }
+    nettest::wait_all(ranks, 60);
+    // Each rank names the other, the flag and both values, from its own side.
+    const std::string here[] = {v0, v1};
+    for (int r = 0; r < 2; ++r) {
+      const int other = 1 - r;
+      const std::string want = readme::config_mismatch(other, "127.0.0.1:" + std::to_string(port + other), flag,
+                                                       here[r], here[other]);
+      BOOST_TEST(ranks[size_t(r)].exit_code == 2, ranks[size_t(r)].err());
+      BOOST_TEST(ranks[size_t(r)].err().find(want + "\n") != std::string::npos, "want: " << want << "\ngot: " << ranks[size_t(r)].err());
+    }
   }
 }
 

@@ -77,6 +77,15 @@ std::optional<std::string> newest_valid_checkpoint(const std::string& run_dir, i
 // Steps of the checkpoints present (valid or not) for a rank, ascending.
 std::vector<int64_t> checkpoint_steps(const std::string& run_dir, int rank);
 
+// Retention (--keep-checkpoints N): after step `saved` is in place, removes this rank's
+// checkpoints older than it except the newest N-1 of them, so that N remain. Checkpoints
+// of later steps (an earlier run that went further, or one that --resume skipped as
+// broken) are not this run's to judge and are left alone. Each directory is renamed to a
+// hidden name before it is deleted, so that a crash mid-delete leaves no half a checkpoint
+// under a step's name (the next start removes it). Returns the steps removed; a removal
+// that fails is logged and skipped (retention never stops a run).
+std::vector<int64_t> prune_checkpoints(const std::string& run_dir, int rank, int64_t saved, int64_t keep);
+
 // Resolves what a user passed as --checkpoint: a step directory, a rank directory, or a run
 // directory (then rank 0's newest valid checkpoint). Throws UsageError when there is none.
 std::string resolve_checkpoint(const std::string& path);

@@ -37,6 +37,7 @@ struct TrainOptions {
   int64_t eval_every = 100;
   int64_t eval_tokens = 1 << 16;
   int64_t save_every = 0;     // 0: only at the end (and on stop)
+  int64_t keep_checkpoints = 0;  // 0: keep all; N: each rank keeps its newest N
   bool resume = false;
   // distribution
   int rank = 0;

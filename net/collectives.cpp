@@ -320,4 +320,6 @@ void Communicator::set_service_handler(ServiceHandler handler) { transport_->set
 void Communicator::abort(const std::string& reason) { transport_->abort(reason); }
 std::string Communicator::failure() const { return transport_->failure(); }
 
+std::vector<double> Communicator::silence_seconds() { return transport_->silence_seconds(); }
+
 }  // namespace rt::net

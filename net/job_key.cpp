@@ -99,11 +99,15 @@ void write_new_job_key(const std::string& path, bool overwrite) {
     if (place_errno == EEXIST) throw UsageError(path + " already exists; pass --force to replace it");
     throw RuntimeError("cannot put the key at " + path + ": " + std::strerror(place_errno));
   }
+  // The key's name is durable only once its directory is: a key that vanished after a power
+  // cut would lock every rank out of the job.
   const int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  const bool synced = dfd >= 0 && ::fsync(dfd) == 0;
+  const int sync_errno = errno;
+  if (dfd >= 0) ::close(dfd);
+  if (!synced)
+    throw RuntimeError("wrote " + path + " but cannot sync its directory " + dir_of(path) + ": " +
+                       std::strerror(sync_errno) + "; check the disk and run keygen again with --force");
 }
 
 }  // namespace rt::net

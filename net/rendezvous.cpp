@@ -98,6 +98,13 @@ std::string encode_checkin(int rank, const MemberState& s) {
 }
 
 // The new ring from what every rank in the lobby said (the coordinator's own state included).
+// The state that goes on is the newest ring's, at the step the most of its members can be
+// at: each can be at any step from its oldest to its newest, and the ring goes on from the
+// latest step that the largest number of them share. Members of one ring are never more
+// than an update apart, so they all share one step and that is the earliest of their newest
+// steps; a claim that shares no step with the others (a member that lies, or one that is
+// broken) is outvoted, and the lower of two equal groups never drags the ring back.
+// Members that cannot be at that step receive the state.
 Membership decide(const std::map<int, MemberState>& states) {
   Membership m;
   int64_t newest = -1;
@@ -108,12 +115,21 @@ Membership decide(const std::map<int, MemberState>& states) {
   m.epoch = std::max<int64_t>(newest, 0) + 1;
   m.state_epoch = newest;
   if (newest < 0) return m;  // nobody has state: a fresh start
-  int64_t target = kMaxStep;
-  for (const auto& [r, s] : states)
-    if (s.epoch == newest) target = std::min(target, s.step), m.state_members = s.members;
+  size_t most = 0;
+  int64_t target = 0;
+  for (const auto& [r, candidate] : states) {  // the best step is some claimant's newest
+    if (candidate.epoch != newest) continue;
+    size_t holders = 0;
+    for (const auto& [q, s] : states)
+      holders += s.epoch == newest && s.oldest_step <= candidate.step && candidate.step <= s.step;
+    if (holders > most || (holders == most && candidate.step > target)) most = holders, target = candidate.step;
+  }
   m.target_step = target;
   for (const auto& [r, s] : states)
-    if (s.epoch == newest && s.oldest_step <= target) m.stateful.push_back(r);
+    if (s.epoch == newest && s.oldest_step <= target && target <= s.step) {
+      m.stateful.push_back(r);
+      if (m.state_members.empty()) m.state_members = s.members;
+    }
   return m;
 }
 
@@ -175,8 +191,8 @@ PeerView parse_status(const std::string& answer) {
 // The lobby's shared state: the handler runs on the lobby communicator's thread.
 class Lobby {
  public:
-  Lobby(int me, int world, const MemberState& mine, ServiceHandler other)
-      : me_(me), world_(world), mine_(mine), other_(std::move(other)) {}
+  Lobby(int me, int world, int64_t max_step, const MemberState& mine, ServiceHandler other)
+      : me_(me), world_(world), max_step_(max_step), mine_(mine), other_(std::move(other)) {}
 
   std::string answer(const std::string& request) {
     const auto w = words(request);
@@ -220,8 +236,10 @@ class Lobby {
  private:
   std::string checkin(const std::vector<std::string>& w) {
     int64_t rank, epoch, step, oldest;
-    if (!parse_int(w[2], 0, world_ - 1, rank) || rank == me_ || !parse_int(w[3], -1, kMaxEpoch, epoch) ||
-        !parse_int(w[4], 0, kMaxStep, step) || !parse_int(w[5], 0, step, oldest))
+    // Bounded by the job: the next ring's epoch (one more) must still be a valid one, and no
+    // member has done more steps than the job has.
+    if (!parse_int(w[2], 0, world_ - 1, rank) || rank == me_ || !parse_int(w[3], -1, kMaxEpoch - 1, epoch) ||
+        !parse_int(w[4], 0, max_step_, step) || !parse_int(w[5], 0, step, oldest))
       return "error: malformed checkin";
     auto members = parse_list(w[6], world_);
     if (!members || (epoch >= 0 && !std::binary_search(members->begin(), members->end(), int(rank))))
@@ -237,6 +255,7 @@ class Lobby {
   }
 
   const int me_, world_;
+  const int64_t max_step_;
   const MemberState mine_;
   const ServiceHandler other_;
   std::mutex mu_;
@@ -264,7 +283,8 @@ class Probes {
 
  private:
   void run(int p) {
-    auto last_answer = start_;
+    const double silent_s = size_t(p) < o_.silent_for_s.size() ? std::clamp(o_.silent_for_s[size_t(p)], 0.0, 1e6) : 0.0;
+    auto last_answer = start_ - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(silent_s));
     int refusals = 0, unanswered = 0;
     const PeerAddress& peer = o_.peers[size_t(p)];
     while (!stop_) {
@@ -322,7 +342,7 @@ std::string ring_job_id(const std::string& job_id, int64_t epoch) {
 
 Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
   const int world = int(o.peers.size());
-  Lobby lobby(o.rank, world, mine, o.other_requests);
+  Lobby lobby(o.rank, world, std::min(o.max_step, kMaxStep), mine, o.other_requests);
   CommOptions co;
   co.rank = 0;
   co.peers = {o.peers[size_t(o.rank)]};

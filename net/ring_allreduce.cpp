@@ -42,6 +42,7 @@
 
 #include "bf16.hpp"
 #include "block_codes.hpp"
+#include "ringtrain/net/finite_values.hpp"
 #include "pipeline.hpp"
 #include "ring.hpp"
 #include "zero_copy.hpp"
@@ -120,12 +121,38 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
            true);
   };
 
+  // NaN and infinity never travel (finite_values.hpp): a rank checks its own values before
+  // they first leave, and every chunk after it is summed or stored, so the first rank to
+  // see one names where it came from, itself or the sender.
+  auto own_non_finite = [&](size_t i) {
+    t.fail("this rank's own values in chunk " + std::to_string(i) + " of " + collective_name(s.kind) + " #" +
+               std::to_string(seq) + " hold a NaN or an infinity: its gradients or parameters diverged (lower the "
+               "learning rate, or resume from an earlier checkpoint)",
+           false);
+  };
+  auto received_non_finite = [&](size_t i, const void* payload, size_t elems, bool summed) {
+    const bool sent_finite = coded ? true
+                             : bf16 ? all_finite_bf16_bytes(payload, elems)
+                                    : all_finite_f32_bytes(payload, elems);
+    if (!sent_finite || !summed)
+      t.fail(t.describe(s.from) + " sent chunk " + std::to_string(i) + " of " + collective_name(s.kind) + " #" +
+                 std::to_string(seq) + " holding a NaN or an infinity; it runs a modified or broken ringtrain",
+             true);
+    t.fail("chunk " + std::to_string(i) + " of " + collective_name(s.kind) + " #" + std::to_string(seq) +
+               " holds a NaN or an infinity after adding what " + t.describe(s.from) +
+               " sent: this rank's own values diverged or the sum overflowed float32 (lower the learning rate, or "
+               "resume from an earlier checkpoint)",
+           false);
+  };
+
   // Chunk c of segment `segment` is region segment * C + c of the zero-copy sends.
   ZeroCopySends in_flight(t, static_cast<size_t>(N) * C);
   s.encode = [&](size_t i, zmq::message_t& out) {
     const long g = step_of(i);
     const int segment = send_segment(g);
     ShardRange c = chunk(segment, i % C);
+    // The first values this rank sends are its own; later ones were checked as they were summed.
+    if (g == first_step && !all_finite(data + c.begin, c.size())) own_non_finite(i);
     if (coded && g >= N - 1) {  // all-gather: bytes already encoded
       out.rebuild(coded_forward[i].data(), coded_forward[i].size());
       std::string().swap(coded_forward[i]);
@@ -155,6 +182,7 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
       } else {
         add_f32(dst, payload, c.size());
       }
+      if (!all_finite(dst, c.size())) received_non_finite(i, payload, c.size(), true);
       if (g == N - 2) {  // this chunk of our own segment is now complete
         if (op == ReduceOp::Avg)
           for (size_t k = 0; k < c.size(); ++k) dst[k] /= static_cast<float>(N);
@@ -167,10 +195,12 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
       }
     } else if (coded) {  // all-gather: decode, and keep the bytes for the next rank
       if (!decode_blocks(wire, payload, c.size(), dst)) bad_code(i);
+      if (!all_finite(dst, c.size())) received_non_finite(i, payload, c.size(), false);
       if (i + C < items) coded_forward[i + C].assign(static_cast<const char*>(payload), bytes_of(i));
     } else {  // all-gather: store the finished chunk
       if (bf16) decode_bf16(payload, dst, c.size());
       else if (c.size()) std::memcpy(dst, payload, c.size() * 4);
+      if (!all_finite(dst, c.size())) received_non_finite(i, payload, c.size(), false);
     }
   };
   const uint64_t sent = run_stream(t, seq, s);

@@ -595,6 +595,15 @@ void Transport::fail(const std::string& message, bool peer_lost) {
   throw_failure();
 }
 
+std::vector<double> Transport::silence_seconds() {
+  Hold hold(*this);
+  std::vector<double> s(last_seen_.size(), 0.0);
+  const auto now = Clock::now();
+  for (size_t p = 0; p < s.size(); ++p)
+    if (int(p) != rank()) s[p] = std::chrono::duration<double>(now - last_seen_[p]).count();
+  return s;
+}
+
 void Transport::check_healthy() {
   if (failed_) throw_failure();
 }

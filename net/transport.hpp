@@ -95,6 +95,8 @@ class Transport {
   void set_service_handler(ServiceHandler h);
   void abort(const std::string& reason);
   std::string failure() const;
+  // Seconds since each peer was last heard from (0 for this rank). Takes the sockets.
+  std::vector<double> silence_seconds();
 
  private:
   enum class FailKind { None, PeerLost, Aborted, Other };

@@ -48,6 +48,7 @@ void Trainer::roll_back_to(int64_t step) {
     sync_state_ = snap_sync_;
     step_ = step;
     last_synced_ = true;
+    state_whole_ = true;
   } else if (step_ != step || !last_synced_) {
     throw RuntimeError("cannot go back to step " + std::to_string(step) + " from step " + std::to_string(step_) +
                        " (internal error)");
@@ -112,6 +113,13 @@ void Trainer::reform(const std::string& lost) {
   // The step in flight is given up: leave the ring (our peers hear that we leave), and hold
   // on to what can be restored.
   if (sync_) sync_state_ = sync_state_bytes();
+  // How long each member had been silent: the rendezvous does not wait a peer timeout again
+  // for a rank the ring already waited that long for.
+  std::vector<double> silent_for(size_t(o_.world()), 0.0);
+  if (comm_ && ring_up_) {
+    const auto s = comm_->silence_seconds();
+    for (size_t i = 0; i < s.size() && i < members_.size(); ++i) silent_for[size_t(members_[i])] = s[i];
+  }
   sync_.reset();
   reports_.reset();
   comm_.reset();
@@ -133,10 +141,15 @@ void Trainer::reform(const std::string& lost) {
   me.oldest_step = snap_step_ >= 0 ? snap_step_ : step_;
   net::Membership ring;
   for (int attempt = 0;; ++attempt) {
-    ring = net::rendezvous(rendezvous_options(o_.connect_timeout_s), me);
-    if (!std::binary_search(ring.stateful.begin(), ring.stateful.end(), o_.rank))
+    // However short --connect-timeout is, a re-forming ring waits long enough to tell a
+    // silent rank from a gone one (one peer timeout) and to hand the decision out.
+    ring = net::rendezvous(rendezvous_options(std::max(o_.connect_timeout_s, 2 * o_.peer_timeout_s + 10), silent_for), me);
+    if (!std::binary_search(ring.stateful.begin(), ring.stateful.end(), o_.rank)) {
       logf("this rank's state is not the job's any more; the ring sends it");
-    else roll_back_to(ring.target_step);
+      state_whole_ = false, snap_step_ = -1;  // nothing of it is worth a checkpoint now
+    } else {
+      roll_back_to(ring.target_step);
+    }
     me.step = me.oldest_step = step_;  // from here on, what holds is exactly step_
     if (!std::binary_search(ring.stateful.begin(), ring.stateful.end(), o_.rank)) me.epoch = -1, me.members.clear();
     if (int(ring.members.size()) < o_.min_ranks) {
@@ -154,13 +167,14 @@ void Trainer::reform(const std::string& lost) {
   sync_ = new_sync();
   load_sync_state(sync_state_);
   RunCounters c{step_, tokens_seen_, last_val_bpb_, last_eval_step_, step_start_loader_, sync_state_bytes()};
-  share_ring_state(*comm_, ring, o_.sync == SyncMode::Grad, model_->params(), *opt_, c);
+  share_ring_state(*comm_, ring, o_.sync == SyncMode::Grad, o_.steps, model_->params(), *opt_, c);
   step_ = c.step, tokens_seen_ = c.tokens_seen, last_val_bpb_ = c.val_bpb, last_eval_step_ = c.last_eval_step;
   step_start_loader_ = c.loader;
   loader_->restore(step_start_loader_);
   load_sync_state(c.sync_state);
   sync_->begin();
   sync_state_.clear();
+  state_whole_ = true;
   snap_step_ = -1;
   last_synced_ = true;
   exchanged_step_ = step_;

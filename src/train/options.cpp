@@ -125,8 +125,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ("outer-momentum", "DiLoCo outer Nesterov momentum", cxxopts::value<float>()->default_value("0.9"))
       ("wire", "f32, bf16, int8 or int4 (int8/int4: avg and diloco only, blocks of 64 values with a scale, error feedback) on the wire", cxxopts::value<std::string>()->default_value("f32"))
       ("job-id", "job name checked at the handshake", cxxopts::value<std::string>()->default_value("ringtrain"))
-      ("min-ranks", "a lost rank does not stop the job while at least this many ranks live (the others re-form the ring and go on; a restarted rank rejoins); below it, the ranks checkpoint and exit 1 (not elastic with --sync-overlap)",
-       cxxopts::value<int>()->default_value("1"))
+      ("min-ranks", "a lost rank does not stop the job while at least this many ranks live (the others re-form the ring and go on; a restarted rank rejoins); below it, the ranks checkpoint and exit 1 (not elastic with --sync-overlap). Default: a majority (more than half) of 3 or more ranks, so the two sides of a network partition never both train on; 1 of 2 ranks",
+       cxxopts::value<int>()->default_value("0"))
       ("connect-timeout", "seconds to wait for every rank to arrive", cxxopts::value<double>()->default_value("120"))
       ("peer-timeout", "seconds of silence after which a rank counts as lost", cxxopts::value<double>()->default_value(number_text(net::kDefaultPeerTimeoutS)))
       ("stall-timeout", "seconds without progress in one collective (a live rank that does not take part) before the job stops (0: never)",
@@ -230,6 +230,9 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   require(o.rank >= 0 && o.rank < o.world(),
           "--rank " + std::to_string(o.rank) + " is outside --peers (" + std::to_string(o.world()) +
               " ranks, 0-based)");
+  // 0: the default. With 3 or more ranks a majority, so that at most one side of a partition
+  // goes on; with 2, going on alone is what a reboot of the other host needs (README).
+  if (o.min_ranks == 0) o.min_ranks = o.world() >= 3 ? o.world() / 2 + 1 : 1;
   require(o.min_ranks >= 1 && o.min_ranks <= o.world(),
           "--min-ranks " + std::to_string(o.min_ranks) + " must be from 1 to the number of ranks (" +
               std::to_string(o.world()) + ")");

@@ -6,6 +6,7 @@
 
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/state_file.hpp"
+#include "ringtrain/net/finite_values.hpp"
 #include "ringtrain/train/muon_shards.hpp"
 
 namespace rt::train {
@@ -46,7 +47,8 @@ std::string encode_counters(const RunCounters& c, const std::string& sync_state,
   return std::string(reinterpret_cast<const char*>(&n), sizeof n) + head + sync_state;
 }
 
-void decode_counters(const std::string& bytes, const std::string& what, RunCounters& c, optim::MuonAdamW& opt) {
+void decode_counters(const std::string& bytes, const std::string& what, int64_t max_step, RunCounters& c,
+                     optim::MuonAdamW& opt) {
   uint64_t n = 0;
   if (bytes.size() < sizeof n) throw RuntimeError(what + " is too short; every rank must run the same ringtrain build");
   std::memcpy(&n, bytes.data(), sizeof n);
@@ -58,7 +60,7 @@ void decode_counters(const std::string& bytes, const std::string& what, RunCount
   in.tokens_seen = r.number(kComponent, "tokens_seen");
   in.val_bpb = r.number(kComponent, "val_bpb");
   in.last_eval_step = r.integer(kComponent, "last_eval_step");
-  if (in.step < 0 || !std::isfinite(in.tokens_seen) || in.tokens_seen < 0 || !std::isfinite(in.val_bpb) ||
+  if (in.step < 0 || in.step > max_step || !std::isfinite(in.tokens_seen) || in.tokens_seen < 0 || !std::isfinite(in.val_bpb) ||
       in.last_eval_step < -1 || in.last_eval_step > in.step)
     throw RuntimeError(what + " holds impossible counters; every rank must run the same ringtrain build");
   in.loader = data::LoaderState::load(r);
@@ -68,7 +70,7 @@ void decode_counters(const std::string& bytes, const std::string& what, RunCount
 
 }  // namespace
 
-void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool muon_sharded,
+void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool muon_sharded, int64_t max_step,
                       model::ParamSet& params, optim::MuonAdamW& opt, RunCounters& counters) {
   if (ring.stateful.empty()) return;
   const int root = ring.index_of(ring.stateful.front());
@@ -78,14 +80,24 @@ void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool
   // them already (the replica check after this says so): only the Muon buffers of sharded
   // owners move, and each keeps its own sync state (its int8 error feedback is its own).
   const bool everyone_holds_it = ring.stateful.size() == ring.members.size();
-  if (!everyone_holds_it) comm.broadcast(params.data(), size_t(params.size()), root);
+  // A NaN or an infinity in what arrives would become this rank's state, and its next
+  // checkpoint's: the sender is named instead.
+  auto received = [&](const float* data, size_t count, int from, const char* what) {
+    if (from != comm.rank() && !net::all_finite(data, count))
+      throw RuntimeError("ring member " + std::to_string(from) + " sent " + what +
+                         " holding a NaN or an infinity; restart that rank with --resume from a good checkpoint");
+  };
+  if (!everyone_holds_it) {
+    comm.broadcast(params.data(), size_t(params.size()), root);
+    received(params.data(), size_t(params.size()), root, "parameters");
+  }
   const auto source = muon_sources(ring, muon_sharded, params, opt);
   opt.for_each_buffer([&](int muon, float* data, size_t count) {
     const bool own = muon < 0 || !muon_sharded;  // updated alike by every rank
     if (own && everyone_holds_it) return;
     const int from = own ? root : source[size_t(muon)];
     if (from < 0) std::fill(data, data + count, 0.0f);
-    else comm.broadcast(data, count, from);
+    else comm.broadcast(data, count, from), received(data, count, from, "optimizer state");
   });
   // No sync state is decoded as "keep your own". (Both branches lvalues: no copy of the state.)
   static const std::string no_sync_state;
@@ -96,7 +108,8 @@ void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool
     if (r != root && !parts[size_t(r)].empty())
       throw RuntimeError("ring member " + std::to_string(r) + " sent a state it does not hold; every rank must run the same ringtrain build");
   if (comm.rank() != root)
-    decode_counters(parts[size_t(root)], "the run's state from ring member " + std::to_string(root), counters, opt);
+    decode_counters(parts[size_t(root)], "the run's state from ring member " + std::to_string(root), max_step, counters,
+                    opt);
 }
 
 }  // namespace rt::train

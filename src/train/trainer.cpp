@@ -9,6 +9,8 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <numeric>
@@ -21,6 +23,7 @@
 #include "ringtrain/kernels/matmul.hpp"
 #include "ringtrain/model/gpt.hpp"
 #include "ringtrain/net/communicator.hpp"
+#include "ringtrain/net/finite_values.hpp"
 #include "ringtrain/net/rendezvous.hpp"
 #include "ringtrain/optim/muon_adamw.hpp"
 #include "ringtrain/train/auto_batch.hpp"
@@ -92,7 +95,7 @@ net::CommOptions Trainer::ring_options(int64_t epoch, const std::vector<int>& me
   return co;
 }
 
-net::RendezvousOptions Trainer::rendezvous_options(double timeout_s) {
+net::RendezvousOptions Trainer::rendezvous_options(double timeout_s, std::vector<double> silent_for_s) {
   net::RendezvousOptions ro;
   ro.rank = o_.rank;
   ro.peers = o_.peers;
@@ -102,6 +105,8 @@ net::RendezvousOptions Trainer::rendezvous_options(double timeout_s) {
   ro.timeout_s = timeout_s;
   ro.probe_timeout_s = std::clamp(o_.peer_timeout_s / 2, 1.0, 5.0);
   ro.silent_timeout_s = o_.peer_timeout_s;
+  ro.max_step = o_.steps;
+  ro.silent_for_s = std::move(silent_for_s);
   ro.log = [](const std::string& line) { logf("%s", line.c_str()); };
   ro.other_requests = service_handler();
   return ro;
@@ -204,7 +209,7 @@ void Trainer::resume_or_init() {
     // The running job's state, from its live ranks (its checkpoints here are older). When no
     // member has state (every rank started afresh through the rendezvous) it keeps its own.
     RunCounters c{step_, tokens_seen_, last_val_bpb_, last_eval_step_, loader_->state(), ""};
-    share_ring_state(*comm_, joined_ring_, o_.sync == SyncMode::Grad, model_->params(), *opt_, c);
+    share_ring_state(*comm_, joined_ring_, o_.sync == SyncMode::Grad, o_.steps, model_->params(), *opt_, c);
     step_ = c.step, tokens_seen_ = c.tokens_seen, last_val_bpb_ = c.val_bpb, last_eval_step_ = c.last_eval_step;
     loader_->restore(c.loader);
     load_sync_state(c.sync_state);
@@ -238,6 +243,9 @@ void Trainer::resume_or_init() {
     tokens_seen_ = meta.value("tokens_seen", 0.0);
     last_val_bpb_ = meta.value("val_bpb", -1.0);
     last_eval_step_ = step_;
+    // Checkpoints of different runs (or lineages) under one step number must not train on
+    // as one job: under grad every replica is the same bits, so compare them now.
+    if (comm_ && o_.sync == SyncMode::Grad) check_replicas(*comm_, model_->params(), step_);
     logf("resumed from %s (step %lld)", dir.c_str(), (long long)step_);
     newest_checkpoint_step_ = step_;
   }
@@ -258,9 +266,54 @@ void Trainer::save_periodic_checkpoint() {
   }
 }
 
+// For the tests of a diverged rank only: RINGTRAIN_TEST_POISON=R:S makes rank R set one
+// parameter (of lm_head, so every loss sees it) to NaN before the forward pass of step S, as
+// a diverged update would.
+void Trainer::poison_for_test() {
+  const char* spec = std::getenv("RINGTRAIN_TEST_POISON");
+  if (!spec || std::atoi(spec) != o_.rank || !std::strchr(spec, ':')) return;
+  if (std::atoll(std::strchr(spec, ':') + 1) != step_ + 1) return;
+  for (const auto& p : model_->params().all())
+    if (p.name == "lm_head.weight") p.data[0] = std::nanf("");  // in every token's logits
+}
+
+bool Trainer::state_finite() {
+  bool finite = net::all_finite(model_->params().data(), size_t(model_->params().size()));
+  opt_->for_each_buffer([&](int, float* data, size_t count) { finite = finite && net::all_finite(data, count); });
+  return finite;
+}
+
+void Trainer::save_last_good_state() {
+  // The update after the snapshot was cut short, or the state after it holds a NaN or an
+  // infinity (a diverged rank): the snapshot is the last good state.
+  if (snap_step_ >= 0 && (!state_whole_ || !state_finite())) {
+    logf("going back to the state of step %lld, before the update that %s", (long long)snap_step_,
+         state_whole_ ? "made a NaN or an infinity" : "was cut short");
+    roll_back_to(snap_step_);
+  }
+  const std::string kept =
+      newest_checkpoint_step_ >= 0 ? "step " + std::to_string(newest_checkpoint_step_) : "none";
+  if (!state_whole_) {
+    logf("no whole state to save (an update or a state transfer was cut short); the newest checkpoint: %s", kept.c_str());
+    return;
+  }
+  logf("saving a checkpoint of step %lld before exiting; restart every rank with --resume", (long long)step_);
+  try {
+    save_checkpoint("failure");
+  } catch (const std::exception& e) {
+    logf("%s; the newest checkpoint: %s", e.what(), kept.c_str());
+  }
+}
+
 void Trainer::save_checkpoint(const char* why) {
   if (sync_) sync_->apply_arrived();
   require_finite(model_->params(), step_);  // never a valid-looking checkpoint of NaN/Inf
+  opt_->for_each_buffer([&](int, float* data, size_t count) {
+    if (!net::all_finite(data, count))
+      throw RuntimeError("the optimizer state holds a NaN or an infinity at step " + std::to_string(step_) +
+                         "; no checkpoint of step " + std::to_string(step_) +
+                         " is written. Resume from the last valid one (--resume) with a lower learning rate");
+  });
   const double t0 = now_s();
   CheckpointWriter w(o_.out_dir, o_.rank, step_);
   save_weights(w.path("model.safetensors"), *model_);
@@ -349,6 +402,7 @@ bool Trainer::train_step(int64_t last_step) {
   const double t0 = now_s();
   const uint64_t bytes_before = comm_ ? comm_->bytes_sent() : 0;
   model_->params().zero_grad();
+  poison_for_test();
   // The step's rows, every rank's: the loader's position stays a function of the step.
   loader_->next_batch(step_idx_.size() / size_t(T), step_idx_.data(), step_tgt_.data());
   double loss_sum = 0, loss_rows = 0;
@@ -367,11 +421,20 @@ bool Trainer::train_step(int64_t last_step) {
   }
   const double micro_steps = double(micro_.size());
   sync_->backward_done();
+  // Before the update: a NaN or an infinite loss never reaches the parameters.
+  if (!std::isfinite(loss_sum))
+    throw RuntimeError("loss is " + std::string(std::isnan(loss_sum) ? "NaN" : "infinite") + " at step " +
+                       std::to_string(step_ + 1) + " on rank " + std::to_string(o_.rank) +
+                       ", before its update; lower the learning rate or check the data");
   // A lost rank may cut the update short, or (avg, diloco) the steps until the next average.
   if (o_.elastic() && comm_ && last_synced_) take_snapshot();
+  // An update cut short (Muon's shards are exchanged inside it) is no state of any step.
+  // An average that fails after it leaves this rank's own state of step_, as between averages.
+  state_whole_ = false;
   sync_->optimizer_step(step_);
   ++step_;
   step_start_loader_ = loader_->state();  // the position that goes with step_ in a checkpoint
+  state_whole_ = true;
   StepPlan plan;
   plan.step = step_;
   plan.eval = o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps;
@@ -396,7 +459,6 @@ bool Trainer::train_step(int64_t last_step) {
     exchanged_step_ = step_;
   } else reports_->show_local(step_, loss_sum / micro_steps, mine.step_s, mine.comm_s);
 
-  if (std::isnan(loss_sum)) throw RuntimeError("loss is NaN at step " + std::to_string(step_) + "; lower the learning rate or check the data");
   if (plan.eval) evaluate_and_log();
   if (plan.save) save_periodic_checkpoint();
   sync_->step_end(stopping);
@@ -447,15 +509,15 @@ int Trainer::run() {
   bool stopping = false;
   try {
     stopping = train(rs.last_step);
-  } catch (const net::PeerLost& e) {
+  } catch (const net::Aborted& e) {  // interrupted twice: out at once
     progress_->finish();
     logf("%s", e.what());
-    logf("saving a checkpoint of step %lld before exiting; restart every rank with --resume", (long long)step_);
-    save_checkpoint("peer lost");  // needs no peer
     throw;
-  } catch (const net::Aborted& e) {
+  } catch (const std::exception& e) {  // any other failure: keep the last good state
     progress_->finish();
     logf("%s", e.what());
+    comm_.reset();  // a checkpoint needs no peer; the peers hear that this rank left
+    save_last_good_state();
     throw;
   }
   progress_->finish();

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,6 +124,13 @@ class Hostile {
       Header h = data_header(1, 0, a_.floats);
       h.wire = static_cast<uint8_t>(Wire::Int8);
       send_parts(router_, {victim_, bytes_of(h), chunk});
+    } else if (attack == "f32-nan") {  // our part of the victim's segment holds a NaN
+      mine0[3] = std::nanf("");
+      data(1, 0, a_.floats, floats_of(mine0));
+    } else if (attack == "f32-inf-gather") {  // an honest part, then an infinite "sum"
+      data(1, 0, a_.floats, floats_of(mine0));
+      sums1[5] = -std::numeric_limits<float>::infinity();
+      data(1, 1, a_.floats, floats_of(sums1));
     } else if (attack == "oversize") {
       data(1, 0, a_.floats, std::string(4 << 20, 'x'));
     } else if (attack == "garbage" || attack == "stale-flood") {

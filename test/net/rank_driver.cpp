@@ -288,6 +288,15 @@ void scenario_single(Communicator& c, const Args& a) {
   std::printf("rank %d: single ok\n", c.rank());
 }
 
+// Rank 0's own values hold a NaN (a diverged rank): it must stop before sending any of
+// them, saying so; the others hear that it left.
+void scenario_own_nan(Communicator& c, const Args& a) {
+  std::vector<float> v(a.big_floats, 1.0f);
+  if (c.rank() == 0) v[v.size() * 3 / 4] = std::nanf("");  // in the segment it sends first
+  c.all_reduce(v.data(), v.size(), ReduceOp::Sum, Wire::F32);
+  wrong("an all-reduce of a NaN returned");
+}
+
 // One int8 all-reduce of --big-floats: the victim of hostile_peer's int8 attacks, which
 // must stop it before any result exists.
 void scenario_single_int8(Communicator& c, const Args& a) {
@@ -372,6 +381,7 @@ int main(int argc, char** argv) {
     else if (a.scenario == "soak") scenario_soak(c, a);
     else if (a.scenario == "single") scenario_single(c, a);
     else if (a.scenario == "single_int8") scenario_single_int8(c, a);
+    else if (a.scenario == "own_nan") scenario_own_nan(c, a);
     else if (a.scenario == "stall") scenario_stall(c, a);
     else throw rt::UsageError("unknown scenario " + a.scenario);
     std::printf("rank %d: peak RSS %ld MB\n", a.rank, peak_rss_mb());

@@ -206,6 +206,38 @@ BOOST_AUTO_TEST_CASE(int8_chunks_out_of_range_stop_the_job_naming_the_peer) {
   }
 }
 
+// A NaN or an infinity from the wire never enters a sum or a result: the victim stops
+// naming the peer (in the reduce-scatter and in the all-gather).
+BOOST_AUTO_TEST_CASE(non_finite_chunks_stop_the_job_naming_the_peer) {
+  const int port = port_base(0);
+  for (const auto& [attack, chunk] : {std::pair{"f32-nan", "0"}, std::pair{"f32-inf-gather", "1"}}) {
+    Duel d = duel(attack, port);
+    BOOST_TEST_INFO(attack << ": " << d.victim.err() << " | " << d.hostile.err());
+    BOOST_TEST(d.victim.exit_code == 1);
+    BOOST_TEST(contains(d.victim.err(), "rank 1 (127.0.0.1:" + std::to_string(port + 1) + ") sent chunk " + chunk +
+                                        " of all_reduce #1 holding a NaN or an infinity"));
+    BOOST_TEST(!contains(d.victim.err(), "wrong result"));
+  }
+}
+
+// A rank whose own values diverged says so and sends none of them; its peer hears it left.
+BOOST_AUTO_TEST_CASE(a_rank_with_a_nan_of_its_own_stops_before_sending_it) {
+  const int port = port_base(1);
+  const std::string peers = loopback_peers(2, port);
+  std::vector<Proc> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(spawn({driver_path(), "--rank", std::to_string(r), "--peers", peers, "--scenario", "own_nan",
+                           "--big-floats", "100000", "--key", key_file(), "--peer-timeout", "5"},
+                          "own-nan-" + std::to_string(r)));
+  for (auto& p : ranks) wait_one(p, 60);
+  BOOST_TEST_INFO(ranks[0].err() << " | " << ranks[1].err());
+  BOOST_TEST(ranks[0].exit_code == 1);
+  BOOST_TEST(contains(ranks[0].err(), "this rank's own values in chunk 0 of all_reduce #1 hold a NaN or an infinity"));
+  BOOST_TEST(ranks[1].exit_code == 1);
+  BOOST_TEST(!contains(ranks[1].err(), "holding a NaN"));  // nothing of it arrived
+  BOOST_TEST(!contains(ranks[0].err() + ranks[1].err(), "wrong result"));
+}
+
 // Malformed frames and a flood of stale chunks are ignored, within bounded memory; the
 // real chunks that follow give the exact sum.
 BOOST_AUTO_TEST_CASE(garbage_and_stale_chunks_are_ignored) {

@@ -400,6 +400,38 @@ BOOST_AUTO_TEST_CASE(drifted_replicas_stop_the_job) {
   BOOST_TEST(traintest::losses(run_dir("drift") + "/metrics.jsonl").size() == 4u);
 }
 
+// A rank whose parameters went NaN (as after a diverged update) is named by itself before
+// any of it leaves; it saves the state before that update and the other rank the state
+// it has; no checkpoint holds the NaN, and --resume goes on from them.
+BOOST_AUTO_TEST_CASE(a_diverged_rank_is_named_and_its_nan_reaches_no_checkpoint) {
+  const int port = nettest::port_base(0) + 3;
+  const std::vector<std::string> flags = {"--steps", "20", "--eval-every", "0", "--save-every", "2", "--min-ranks", "2"};
+  setenv("RINGTRAIN_TEST_POISON", "1:4", 1);  // rank 1's parameters before step 4
+  auto ranks = start_ranks("poison", {2, 2}, port, flags);
+  unsetenv("RINGTRAIN_TEST_POISON");
+  nettest::wait_all(ranks, 120);
+  const std::string err0 = ranks[0].err(), err1 = ranks[1].err();
+  BOOST_TEST_INFO(err0 << " | " << err1);
+  BOOST_TEST(ranks[1].exit_code == 1);
+  BOOST_TEST(nettest::contains(err1, "this rank's own values in chunk "));
+  BOOST_TEST(nettest::contains(err1, "hold a NaN or an infinity: its gradients or parameters diverged"));
+  BOOST_TEST(nettest::contains(err1, "going back to the state of step 2, before the update that made a NaN or an infinity"));
+  BOOST_TEST(nettest::contains(err1, traintest::readme::saving_before_exit("2")));
+  BOOST_TEST(ranks[0].exit_code == 1);
+  BOOST_TEST(nettest::contains(err0, traintest::readme::saving_before_exit("3")));
+  BOOST_TEST(!nettest::contains(err0 + err1, "holding a NaN"));  // no NaN ever crossed the wire
+  BOOST_TEST(newest_step(run_dir("poison"), 0) == 3);
+  BOOST_TEST(newest_step(run_dir("poison"), 1) == 2);
+  // Both go on from step 2, the newest step both have: the saved states are whole.
+  std::vector<std::string> resume = flags;
+  resume.insert(resume.end(), {"--resume", "--stop-after", "6"});
+  auto again = start_ranks("poison", {2, 2}, port, resume);
+  nettest::wait_all(again, 120);
+  require_all_ok(again);
+  BOOST_TEST(nettest::contains(again[0].err(), "(step 2)"), again[0].err());
+  BOOST_TEST(newest_step(run_dir("poison"), 1) == 6);
+}
+
 // Payload bytes rank 0 sent over the whole run (the bytes_sent of its step records).
 double total_bytes_sent(const std::string& metrics) {
   double total = 0;

@@ -277,8 +277,10 @@ BOOST_AUTO_TEST_CASE(stopped_rank_is_dropped_and_rejoins_after_sigcont) {
   BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), ranks[0].err());
   BOOST_REQUIRE(wait_for_progress(metrics, 1, kWait));
   const double took = seconds_since(t0);
+  BOOST_TEST_MESSAGE("the survivors' next step came " << took << " s after the stop");
   BOOST_TEST(took >= kPeerTimeout, "dropped after " << took << " s, before the peer timeout");
-  BOOST_TEST(took < kLossBound, "the survivors' next step came " << took << " s after the stop");
+  // One peer timeout, not two: the rendezvous does not wait for the silent rank again.
+  BOOST_TEST(took < 2 * kPeerTimeout, "the survivors' next step came " << took << " s after the stop");
   check_event(events(metrics)[0], "rank_lost", 2, 2);
   BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
   ::kill(ranks[2].pid, SIGCONT);

@@ -201,6 +201,9 @@ class Communicator {
   void abort(const std::string& reason);
   // Empty while healthy; otherwise the one-line error that broke the communicator.
   std::string failure() const;
+  // Seconds since each member was last heard from, by ring index (0 for this rank): what a
+  // rendezvous after a failure needs not wait for again.
+  std::vector<double> silence_seconds();
 
  private:
   // Runs one collective while holding the sockets; body(seq) returns the bytes it sent.

@@ -61,6 +61,13 @@ struct RendezvousOptions {
   // A rank that answers nothing for this long is gone (one whose port refuses connections
   // is gone at once): the job's --peer-timeout.
   double silent_timeout_s = 30;
+  // Seconds each original rank had been silent when the ring broke (empty: unknown). A rank
+  // silent for the peer timeout already, that still answers nothing, is gone at the first
+  // try: a silent host costs the job one peer timeout, not two.
+  std::vector<double> silent_for_s;
+  // The job's --steps: a check-in that claims more steps is refused (nothing a real member
+  // can have done), as is an epoch so large the next ring's could not be numbered.
+  int64_t max_step = int64_t(1) << 50;
   std::function<void(const std::string&)> log;
   // Answers the requests that are not about membership (status, stop) while in the lobby.
   ServiceHandler other_requests;

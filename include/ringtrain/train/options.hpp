@@ -51,7 +51,7 @@ struct TrainOptions {
   net::Wire wire = net::Wire::F32;
   std::string job_id = "ringtrain";
   // Elastic training (--sync grad): the job goes on while at least this many ranks live.
-  int min_ranks = 1;
+  int min_ranks = 1;  // the flag's 0 (default) becomes a majority of 3+ ranks, 1 of 2
   double connect_timeout_s = 120;
   double peer_timeout_s = net::kDefaultPeerTimeoutS;
   double stall_timeout_s = net::kDefaultStallTimeoutS;  // no progress in a collective: fail

@@ -30,8 +30,9 @@ struct RunCounters {
 // When every member holds the state (no rank joins), only the sharded Muon buffers move:
 // the rest is the same on all of them already, and each keeps its own sync state.
 // Does nothing when no member has state (a fresh start: every rank initialised the same
-// parameters from the seed). Collective: every member calls it.
-void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool muon_sharded,
+// parameters from the seed). Collective: every member calls it. What a member receives is
+// checked before use: counters within the job's --steps (`max_step`), every value finite.
+void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool muon_sharded, int64_t max_step,
                       model::ParamSet& params, optim::MuonAdamW& opt, RunCounters& counters);
 
 }  // namespace rt::train

@@ -58,10 +58,17 @@ class Trainer {
   // checkpoint, not the run. It is logged, the previous checkpoint stays, the next periodic
   // save tries again; the final save still fails loudly.
   void save_periodic_checkpoint();
+  // On the way out after a failure (a lost peer, a rendezvous that timed out, a socket
+  // error, a NaN): saves the state after step_ steps if it is whole, else the elastic
+  // snapshot before the update that was cut short; never a state with a NaN or an Inf.
+  void save_last_good_state();
+  bool state_finite();  // parameters and optimizer state hold no NaN and no Inf
+  void poison_for_test();
   net::ServiceHandler service_handler();
   // The options of the communicator of the ring of `epoch` over `members`.
   net::CommOptions ring_options(int64_t epoch, const std::vector<int>& members);
-  net::RendezvousOptions rendezvous_options(double timeout_s);
+  // `silent_for_s`: seconds each original rank had been silent when the ring broke.
+  net::RendezvousOptions rendezvous_options(double timeout_s, std::vector<double> silent_for_s = {});
   // Elastic: meets the live ranks, forms the next ring with them and brings every member
   // to the same state. `lost` names what broke the old ring (empty: a rank joins).
   void reform(const std::string& lost);
@@ -127,6 +134,10 @@ class Trainer {
   double snap_tokens_ = 0;
   std::string snap_sync_;     // the sync mode's state, as state-file bytes
   bool last_synced_ = true;   // the state after step_ steps is synced and not changed since
+  // Parameters, optimizer, loader and counters are exactly the state after step_ steps: false
+  // while an update or an average is applied, and while a joining rank receives the ring's
+  // state. What a failure may save (save_last_good_state).
+  bool state_whole_ = true;
   int64_t exchanged_step_ = 0;  // the last step whose reports every rank exchanged
   std::string sync_state_;    // while a ring re-forms: the sync state that goes on
   int64_t step_ = 0;                 // steps done

@@ -8,12 +8,14 @@
 // (root: CI runs as root; skipped otherwise).
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +25,7 @@
 #include "../net/spawn.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 #include "train_fixture.hpp"
+#include "train_ranks.hpp"
 
 namespace fs = std::filesystem;
 
@@ -175,6 +178,61 @@ BOOST_AUTO_TEST_CASE(keep_checkpoints_bounds_what_a_run_leaves_on_disk) {
   BOOST_TEST((rt::train::checkpoint_steps(out, 0) == std::vector<int64_t>{10, 12}), second.err());
   BOOST_TEST(leftovers(out + "/rank0").empty());
   rt::train::verify_checkpoint(out + "/rank0/step_000012");
+}
+
+// Descriptors are a disk's cousin: at systemd's soft open-file limit (1024), strangers
+// without the key who hold 5,000 connections to rank 0's port and open 200 more a second
+// must cost the job no checkpoint. (Before the rank raised its soft limit, 1,200 held
+// connections made its next save fail with "Too many open files".)
+BOOST_AUTO_TEST_CASE(strangers_flooding_the_port_cost_no_checkpoint) {
+  rlimit ours{};
+  BOOST_REQUIRE(::getrlimit(RLIMIT_NOFILE, &ours) == 0);
+  if (!testskip::require(ours.rlim_max >= 8192, "the hard open-file limit is below 8192: no room for the flood")) return;
+  const int port = nettest::port_base(3);
+  const std::string out = traintest::run_dir("flood");
+  fs::remove_all(out);
+  const std::vector<int> batches = {2, 2};
+  std::vector<nettest::Proc> ranks;
+  for (size_t r = 0; r < 2; ++r) {
+    std::vector<std::string> more = {"--steps", "120", "--save-every", "10", "--eval-every", "0", "--no-progress"};
+    const auto flags = traintest::rank_flags(batches, r, port);
+    more.insert(more.end(), flags.begin(), flags.end());
+    std::vector<std::string> argv = {"prlimit", "--nofile=1024:", "--"};  // the soft limit only
+    const auto train = traintest::base_args("flood", more);
+    argv.insert(argv.end(), train.begin(), train.end());
+    ranks.push_back(nettest::spawn(argv, "flood-r" + std::to_string(r)));
+  }
+  BOOST_REQUIRE_MESSAGE(traintest::wait_for_steps(out + "/metrics.jsonl", 2, 120), ranks[0].err());
+  // Started at 1024, the rank took the hard limit for itself (prlimit execs it: same pid).
+  std::ifstream limits("/proc/" + std::to_string(ranks[0].pid) + "/limits");
+  std::string line, open_files;
+  while (std::getline(limits, line))
+    if (line.rfind("Max open files", 0) == 0) open_files = line;
+  const std::string hard = ours.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(ours.rlim_max);
+  BOOST_TEST(nettest::contains(open_files, " " + hard + " "), open_files);
+  const char* python = std::getenv("RINGTRAIN_PYTHON");
+  const std::string root = std::getenv("RINGTRAIN_SOURCE_ROOT") ? std::getenv("RINGTRAIN_SOURCE_ROOT") : ".";
+  auto flood = nettest::spawn({python ? python : "/usr/bin/python3", root + "/tools/conn_flood.py",
+                               "127.0.0.1:" + std::to_string(port), "--hold", "5000", "--rate", "200", "--seconds", "15"},
+                              "flood");
+  nettest::wait_all(ranks, 300);
+  nettest::wait_one(flood, 30);
+  const std::string log0 = ranks[0].err() + ranks[0].out();
+  BOOST_TEST_INFO(log0 << "\nflood: " << flood.out() << flood.err());
+  BOOST_TEST(ranks[0].exit_code == 0);
+  BOOST_TEST(ranks[1].exit_code == 0, ranks[1].err());
+  BOOST_TEST(!nettest::contains(log0, "Too many open files"));
+  BOOST_TEST(!nettest::contains(log0, "not saved"));
+  // The flood was real: thousands of connections were open at once, while the job trained.
+  const std::string said = flood.out();
+  const auto at = said.find("most open ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, said + flood.err());
+  BOOST_TEST(std::stoi(said.substr(at + 10)) >= 2000, said);
+  for (int r = 0; r < 2; ++r) {
+    const auto steps = rt::train::checkpoint_steps(out, r);
+    BOOST_TEST(steps.size() == 12u, "rank " << r << " has " << steps.size() << " checkpoints");
+    for (int64_t s : steps) BOOST_CHECK_NO_THROW(rt::train::verify_checkpoint(out + "/rank" + std::to_string(r) + "/" + rt::train::step_dir_name(s)));
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

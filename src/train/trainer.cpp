@@ -63,6 +63,16 @@ net::ServiceHandler Trainer::service_handler() {
       return std::binary_search(members_.begin(), members_.end(), rank);
     };
     auto wants_to_join = [this](int rank) {
+      // Each admitted join costs the live ranks a re-form: one rank is let in at most once a
+      // --peer-timeout, however often it (or a broken process holding the key) asks. It asks
+      // again every second, so a real rejoin only waits for the window to pass.
+      {
+        std::lock_guard lk(join_mu_);
+        const double now = now_s();
+        auto [it, first] = join_admitted_at_.try_emplace(rank, now);
+        if (!first && now - it->second < o_.peer_timeout_s) return;
+        it->second = now;
+      }
       join_requested_ = true;
       status_.set_rank_state(rank, "joining");
     };

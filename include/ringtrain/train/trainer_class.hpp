@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -122,6 +123,8 @@ class Trainer {
   std::vector<int> state_members_;
   bool giving_up_ = false;  // fewer than --min-ranks: the PeerLost ends the run
   std::atomic<bool> join_requested_{false};  // a restarted rank asked to join
+  std::mutex join_mu_;                       // guards join_admitted_at_ (service threads)
+  std::map<int, double> join_admitted_at_;   // when each rank's last join was let in (now_s)
   std::atomic<bool> ring_up_{false};         // a ring runs (its handshake is done)
   bool joining_ = false;                     // this process joins a running job
   net::Membership joined_ring_;              // the ring it joined

@@ -526,7 +526,6 @@ int Trainer::run() {
   } catch (const std::exception& e) {  // any other failure: keep the last good state
     progress_->finish();
     logf("%s", e.what());
-    comm_.reset();  // a checkpoint needs no peer; the peers hear that this rank left
     save_last_good_state();
     throw;
   }

@@ -366,7 +366,7 @@ BOOST_AUTO_TEST_CASE(a_flipped_byte_breaks_the_connection_and_names_the_peer) {
   BOOST_TEST(proxy.flipped());
   BOOST_TEST_INFO(procs[0].err() << " | " << procs[1].err());
   BOOST_TEST(procs[0].exit_code == 1);
-  // The README's troubleshooting row, with its values and with this run's.
+  // The troubleshooting row (docs/troubleshooting.md), with its values and with this run's.
   namespace readme = traintest::readme;
   BOOST_TEST(readme::has("`" + readme::integrity_cut(1, "10.0.0.2:29500") + " ...`"));
   BOOST_TEST(contains(procs[0].err(), readme::integrity_cut(1, "127.0.0.1:" + std::to_string(proxy_port)) + " ("));

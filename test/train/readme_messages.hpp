@@ -1,14 +1,14 @@
-// The messages of the README's troubleshooting table, built from their parts. A test checks
-// each message twice: with the README's example values it must be in README.md, and with
-// the test's own values it must be in the output of the command the test ran. So the table
-// and what ringtrain prints cannot drift apart.
+// The messages of the troubleshooting table (docs/troubleshooting.md), built from their
+// parts. A test checks each message twice: with the table's example values it must be in
+// docs/troubleshooting.md, and with the test's own values it must be in the output of the
+// command the test ran. So the table and what ringtrain prints cannot drift apart.
 #pragma once
 #include <cstdint>
 #include <string>
 
 namespace traintest::readme {
 
-// True if README.md contains `text` (an example row, filled with the README's values).
+// True if docs/troubleshooting.md contains `text` (an example row, filled with the table's values).
 bool has(const std::string& text);
 
 inline std::string port_in_use(const std::string& port, const std::string& addr, int rank, const std::string& holder) {
@@ -33,7 +33,7 @@ inline std::string failed_handshake_with_key() {
   return "; the process at that address failed the security handshake, so it does not hold this job's key (";
 }
 
-// Between the first peer beyond loopback and the fix, the risk (elided in the README).
+// Between the first peer beyond loopback and the fix, the risk (elided in the table).
 inline std::string keyless_beyond_loopback(const std::string& addr) {
   return "--peers lists " + addr + ", which is not on loopback, and no --key was given: ";
 }
@@ -58,7 +58,7 @@ inline std::string integrity_cut(int rank, const std::string& addr) {
   return "the connection from rank " + std::to_string(rank) + " (" + addr + ") was cut: a message failed its integrity check";
 }
 
-// Followed by the fix (elided in the README).
+// Followed by the fix (elided in the table).
 inline std::string old_state_layout(const std::string& dir) {
   return "--resume: checkpoint " + dir + " keeps its state in the old state.bin layout, which this version does not read; ";
 }

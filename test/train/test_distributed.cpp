@@ -244,7 +244,7 @@ BOOST_AUTO_TEST_CASE(killed_rank_stops_the_others_with_a_checkpoint) {
   const int lost_at = newest_step(run_dir("kill"), 0);
   BOOST_TEST(lost_at >= 4);
   BOOST_TEST(newest_step(run_dir("kill"), 2) == lost_at);
-  // The README's troubleshooting row, as the user sees it: the lost rank, then the checkpoint.
+  // The troubleshooting row (docs/troubleshooting.md), as the user sees it: the lost rank, then the checkpoint.
   namespace readme = traintest::readme;
   BOOST_TEST(readme::has("`" + readme::lost_rank_closed(1, "10.0.0.2:29500") + "` (or `nothing heard from it for ...`) then `" +
                          readme::saving_before_exit("N") + "`"));

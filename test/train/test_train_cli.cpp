@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(missing_data_dir) {
   nettest::wait_one(p, 60);
   BOOST_TEST(p.exit_code == 2);
   BOOST_TEST(traintest::count_lines(p.err()) == 1, p.err());
-  // The README's troubleshooting row, with this run's directory.
+  // The troubleshooting row (docs/troubleshooting.md), with this run's directory.
   BOOST_TEST(traintest::readme::has("`" + traintest::readme::data_not_a_directory("data/kdoc") + "`"));
   BOOST_TEST(p.err().find(traintest::readme::data_not_a_directory(run_dir("no-such-dir")) + "\n") != std::string::npos, p.err());
   BOOST_TEST(!fs::exists(run_dir("x")));
@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(checkpoint_of_another_config_is_refused_and_kept) {
   Proc q = train(more, "cfg-resume");
   BOOST_TEST(q.exit_code == 2);
   BOOST_TEST(traintest::count_lines(q.err()) == 1, q.err());
-  // The README's troubleshooting row names the checkpoint; the line goes on with both configs.
+  // The troubleshooting row (docs/troubleshooting.md) names the checkpoint; the line goes on with both configs.
   BOOST_TEST(traintest::readme::has("`" + traintest::readme::other_model("runs/d4/rank0/step_000050") + "...)`"));
   BOOST_TEST(q.err().find(traintest::readme::other_model(run_dir("cfg") + "/rank0/step_000002")) != std::string::npos, q.err());
   BOOST_TEST(q.err().find("); use the flags of that run or another --out\n") != std::string::npos, q.err());

@@ -1,4 +1,4 @@
-// The rows of the README's troubleshooting table that no other test triggers, each with its
+// The rows of the troubleshooting table (docs/troubleshooting.md) that no other test triggers, each with its
 // exact message (see readme_messages.hpp). The other rows are checked where their situation
 // is set up anyway:
 //   config mismatch          train_distributed/mismatched_flags_are_named_on_every_rank

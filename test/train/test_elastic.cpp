@@ -301,8 +301,13 @@ BOOST_AUTO_TEST_CASE(stopped_rank_is_dropped_and_rejoins_after_sigcont) {
   const double took = seconds_since(t0);
   BOOST_TEST_MESSAGE("the survivors' next step came " << took << " s after the stop");
   BOOST_TEST(took >= kPeerTimeout, "dropped after " << took << " s, before the peer timeout");
-  // One peer timeout, not two: the rendezvous does not wait for the silent rank again.
-  BOOST_TEST(took < 2 * kPeerTimeout, "the survivors' next step came " << took << " s after the stop");
+  BOOST_TEST(took < kLossBound, "the survivors' next step came " << took << " s after the stop");
+  // The rendezvous no longer waits a second peer timeout for the silent rank (rank 0's
+  // "formed in F s"; 6.4 s from stop to step on an idle machine, 11.0 s before). Printed,
+  // not bounded: on a loaded 2-core machine both figures move by seconds.
+  const std::string log0 = ranks[0].err();
+  if (const auto at = log0.find("; formed in "); at != std::string::npos)
+    BOOST_TEST_MESSAGE("the ring of 2 formed in " << std::stod(log0.substr(at + 12)) << " s");
   check_event(events(metrics)[0], "rank_lost", 2, 2);
   BOOST_REQUIRE(wait_for_progress(metrics, 3, kWait));
   ::kill(ranks[2].pid, SIGCONT);

@@ -231,7 +231,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
           "--rank " + std::to_string(o.rank) + " is outside --peers (" + std::to_string(o.world()) +
               " ranks, 0-based)");
   // 0: the default. With 3 or more ranks a majority, so that at most one side of a partition
-  // goes on; with 2, going on alone is what a reboot of the other host needs (README).
+  // goes on; with 2, going on alone is what a reboot of the other host needs (docs/elastic.md).
   if (o.min_ranks == 0) o.min_ranks = o.world() >= 3 ? o.world() / 2 + 1 : 1;
   require(o.min_ranks >= 1 && o.min_ranks <= o.world(),
           "--min-ranks " + std::to_string(o.min_ranks) + " must be from 1 to the number of ranks (" +

@@ -1,5 +1,5 @@
 // The saved state of a training run, everything but the weights, in one documented format
-// (README, "Checkpoints"): a safetensors file whose tensors are the state's arrays, named
+// (docs/checkpoints.md): a safetensors file whose tensors are the state's arrays, named
 // "<component>.<name>" (e.g. "optimizer.transformer.wte.weight.exp_avg"), and whose
 // __metadata__ key "scalars" holds one JSON object with each component's numbers, e.g.
 // {"optimizer": {...}, "loader": {...}, "sync": {...}}. Python reads it with

@@ -287,10 +287,14 @@ void Trainer::poison_for_test() {
     if (p.name == "lm_head.weight") p.data[0] = std::nanf("");  // in every token's logits
 }
 
-bool Trainer::state_finite() {
-  bool finite = net::all_finite(model_->params().data(), size_t(model_->params().size()));
+bool Trainer::optimizer_finite() {
+  bool finite = true;
   opt_->for_each_buffer([&](int, float* data, size_t count) { finite = finite && net::all_finite(data, count); });
   return finite;
+}
+
+bool Trainer::state_finite() {
+  return net::all_finite(model_->params().data(), size_t(model_->params().size())) && optimizer_finite();
 }
 
 void Trainer::save_last_good_state() {
@@ -318,12 +322,10 @@ void Trainer::save_last_good_state() {
 void Trainer::save_checkpoint(const char* why) {
   if (sync_) sync_->apply_arrived();
   require_finite(model_->params(), step_);  // never a valid-looking checkpoint of NaN/Inf
-  opt_->for_each_buffer([&](int, float* data, size_t count) {
-    if (!net::all_finite(data, count))
-      throw RuntimeError("the optimizer state holds a NaN or an infinity at step " + std::to_string(step_) +
-                         "; no checkpoint of step " + std::to_string(step_) +
-                         " is written. Resume from the last valid one (--resume) with a lower learning rate");
-  });
+  if (!optimizer_finite())
+    throw RuntimeError("the optimizer state holds a NaN or an infinity at step " + std::to_string(step_) +
+                       "; no checkpoint of step " + std::to_string(step_) +
+                       " is written. Resume from the last valid one (--resume) with a lower learning rate");
   const double t0 = now_s();
   CheckpointWriter w(o_.out_dir, o_.rank, step_);
   save_weights(w.path("model.safetensors"), *model_);

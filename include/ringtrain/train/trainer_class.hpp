@@ -63,7 +63,8 @@ class Trainer {
   // error, a NaN): saves the state after step_ steps if it is whole, else the elastic
   // snapshot before the update that was cut short; never a state with a NaN or an Inf.
   void save_last_good_state();
-  bool state_finite();  // parameters and optimizer state hold no NaN and no Inf
+  bool optimizer_finite();  // the optimizer state holds no NaN and no Inf
+  bool state_finite();      // nor do the parameters
   void poison_for_test();
   net::ServiceHandler service_handler();
   // The options of the communicator of the ring of `epoch` over `members`.

@@ -12,6 +12,7 @@
 #   reference  PyTorch on OpenBLAS: the reference model and the Gloo baseline
 #   netns      network namespaces, firewall, traffic shaping, process tools: multi-host runs
 #   package    dpkg-shlibdeps, for tools/package-deb.sh
+#   watch      a browser and Prometheus: the watch page's tests load it and scrape /metrics
 #   tests      Boost.Test, and every group above: what `meson test` runs
 # Settings:
 #   RINGTRAIN_BUILD_DIR      build directory (default: build)
@@ -44,6 +45,7 @@ esac
 reference=(python3-torch python3-numpy libopenblas0-openmp "${tiktoken[@]}")
 netns=(iproute2 nftables procps psmisc)
 package=(dpkg-dev)
+watch=(chromium prometheus fonts-dejavu-core)
 # Boost.Test; the tests group also takes every group above
 tests=(libboost-test-dev)
 
@@ -58,9 +60,12 @@ for group in "$@"; do
     reference) packages+=("${reference[@]}"); want_reference=1 ;;
     netns) packages+=("${netns[@]}") ;;
     package) packages+=("${package[@]}") ;;
+    watch) packages+=("${watch[@]}") ;;
     tests) packages+=("${tests[@]}" "${corpus[@]}" "${reference[@]}" "${netns[@]}" "${package[@]}")
+           # RINGTRAIN_NO_WATCH=1: not the browser (another release's chroot, which skips train/watch)
+           [ "${RINGTRAIN_NO_WATCH:-0}" = 1 ] || packages+=("${watch[@]}")
            want_tests=1 want_reference=1 ;;
-    *) echo "setup: unknown group '$group'; groups: corpus reference netns package tests (and --no-build)" >&2
+    *) echo "setup: unknown group '$group'; groups: corpus reference netns package watch tests (and --no-build)" >&2
        exit 2 ;;
   esac
 done

@@ -1,4 +1,4 @@
-// Subcommands around a training run: train, eval, sample, export, import, keygen, status, stop.
+// Subcommands around a training run: train, eval, sample, export, import.
 #include <omp.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 
+#include "flags.hpp"
 #include "ringtrain/cli/commands.hpp"
 #include "ringtrain/data/shard.hpp"
 #include "ringtrain/data/tokenizer.hpp"
@@ -28,43 +29,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace rt::cli {
-namespace {
-
-// Parses with cxxopts, mapping its errors to one-line usage errors. Returns false on --help.
-bool parse(cxxopts::Options& spec, int argc, char** argv, cxxopts::ParseResult& r, const char* example) {
-  spec.add_options()("h,help", "this help");
-  try {
-    r = spec.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; run '" + argv[0] + " --help'");
-  }
-  if (!r.unmatched().empty())
-    throw UsageError("unexpected argument '" + r.unmatched()[0] + "'; run '" + std::string(argv[0]) + " --help'");
-  if (r.count("help")) {
-    std::printf("%s\nexample:\n  %s\n", spec.help().c_str(), example);
-    return false;
-  }
-  return true;
-}
-
-template <class T>
-T need(const cxxopts::ParseResult& r, const char* name, const char* cmd) {
-  if (!r.count(name)) throw UsageError(std::string(cmd) + " needs --" + name + "; run '" + cmd + " --help'");
-  return r[name].as<T>();
-}
-
-void set_threads(int n) {
-  if (n > 0) omp_set_num_threads(n);
-}
-
-const char* kKeyHelp = "the job's key file (ringtrain keygen), when its ranks run with --key";
-
-std::optional<net::JobKey> key_flag(const cxxopts::ParseResult& r) {
-  if (!r.count("key")) return std::nullopt;
-  return net::load_job_key(r["key"].as<std::string>());
-}
-
-}  // namespace
 
 int cmd_train(int argc, char** argv) {
   train::TrainOptions o;
@@ -224,80 +188,6 @@ int cmd_import(int argc, char** argv) {
   const auto dir = w.commit({{"step", 0}, {"model_config", json::parse(cfg.to_json())}, {"rank", 0}, {"world", 1},
                              {"imported_from", from}});
   std::printf("wrote checkpoint %s\n", dir.c_str());
-  return 0;
-}
-
-int cmd_keygen(int argc, char** argv) {
-  cxxopts::Options spec(argv[0], "Write a new job key: 32 random bytes, readable by you only. Every rank and every "
-                                 "status/stop client of a job needs the same key (--key FILE).");
-  spec.add_options()("out", "the key file to write", cxxopts::value<std::string>())(
-      "force", "replace an existing file (ranks and clients holding the old key are locked out)");
-  cxxopts::ParseResult r;
-  if (!parse(spec, argc, argv, r, "ringtrain keygen --out job.key && scp -p job.key 10.0.0.2:ringtrain/")) return 0;
-  const auto out = need<std::string>(r, "out", argv[0]);
-  net::write_new_job_key(out, r.count("force") > 0);
-  std::printf("wrote %s (mode 600); copy it to every host keeping it private (e.g. scp -p %s HOST:DIR/) and pass "
-              "--key %s to train, bench allreduce, status and stop\n",
-              out.c_str(), out.c_str(), out.c_str());
-  return 0;
-}
-
-int cmd_status(int argc, char** argv) {
-  cxxopts::Options spec(argv[0], "Ask a running job (any rank's HOST:PORT from --peers) for its state.");
-  spec.add_options()("address", "HOST:PORT", cxxopts::value<std::string>())("json", "print the raw JSON")(
-      "timeout", "seconds to wait for an answer", cxxopts::value<double>()->default_value("5"))(
-      "key", kKeyHelp, cxxopts::value<std::string>());
-  spec.parse_positional({"address"});
-  cxxopts::ParseResult r;
-  if (!parse(spec, argc, argv, r, "ringtrain status 10.0.0.1:29500 --key job.key")) return 0;
-  const auto addr = need<std::string>(r, "address", argv[0]);
-  const auto reply = net::request(addr, "status", r["timeout"].as<double>(), key_flag(r));
-  if (r.count("json")) {
-    std::printf("%s\n", reply.c_str());
-    return 0;
-  }
-  const auto s = json::parse(reply, nullptr, false);
-  if (s.is_discarded() || !s.contains("step")) {
-    std::printf("%s\n", reply.c_str());
-    return 0;
-  }
-  std::printf("step %lld/%lld  loss %.4f  %.0f tok/s  eta %.0f s  val bpb %.4f\n", s["step"].get<long long>(),
-              s["steps"].get<long long>(), s["loss"].get<double>(), s["tok_per_s"].get<double>(), s["eta_s"].get<double>(),
-              s["val_bpb"].get<double>());
-  // "ranks" holds the live ranks in ring order; "members" (elastic training) every rank's state.
-  std::vector<std::string> lines;
-  for (const auto& rr : s["ranks"]) {
-    char line[128];
-    std::snprintf(line, sizeof line, "step %.2f s, of which %.2f s waiting on the network", rr.value("step_s", 0.0),
-                  rr.value("comm_s", 0.0));
-    lines.push_back(line);
-  }
-  if (!s.contains("members") || !s["members"].is_array()) {
-    for (size_t i = 0; i < lines.size(); ++i) std::printf("  rank %zu: %s\n", i, lines[i].c_str());
-    return 0;
-  }
-  size_t live = 0;
-  for (const auto& m : s["members"]) {
-    if (!m.is_object()) continue;
-    const std::string state = m.value("state", std::string("?"));
-    const bool has_line = state == "live" && live < lines.size();
-    std::printf("  rank %lld: %s%s%s\n", (long long)m.value("rank", -1LL), state.c_str(), has_line ? ", " : "",
-                has_line ? lines[live].c_str() : "");
-    if (state == "live") ++live;
-  }
-  return 0;
-}
-
-int cmd_stop(int argc, char** argv) {
-  cxxopts::Options spec(argv[0], "Ask a running job (any rank's HOST:PORT) to checkpoint on every rank and exit 0.");
-  spec.add_options()("address", "HOST:PORT", cxxopts::value<std::string>())(
-      "timeout", "seconds to wait for an answer", cxxopts::value<double>()->default_value("5"))(
-      "key", kKeyHelp, cxxopts::value<std::string>());
-  spec.parse_positional({"address"});
-  cxxopts::ParseResult r;
-  if (!parse(spec, argc, argv, r, "ringtrain stop 10.0.0.1:29500 --key job.key")) return 0;
-  std::printf("%s\n",
-              net::request(need<std::string>(r, "address", argv[0]), "stop", r["timeout"].as<double>(), key_flag(r)).c_str());
   return 0;
 }
 

@@ -29,6 +29,7 @@ const Command kCommands[] = {
     {"keygen", rt::cli::cmd_keygen, "write a new job key (--key FILE of every rank and client)"},
     {"status", rt::cli::cmd_status, "ask a running job for its state"},
     {"stop", rt::cli::cmd_stop, "ask a running job to checkpoint and exit"},
+    {"watch", rt::cli::cmd_watch, "serve a live web page and Prometheus metrics of a running job"},
 };
 
 void print_help() {

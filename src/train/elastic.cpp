@@ -199,6 +199,7 @@ void Trainer::start_ring_duties() {
   metrics_.close();
   if (index_ == 0 && !o_.metrics_path.empty()) metrics_.open(o_.metrics_path, step_);
   report_setup_.rank = index_;
+  report_setup_.members = members_;
   progress_ = std::make_unique<Progress>(o_.steps, o_.progress_bar && index_ == 0);
   reports_ = std::make_unique<StepReports>(comm_.get(), *opt_, metrics_, *progress_, status_, report_setup_);
 }

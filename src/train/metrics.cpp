@@ -14,11 +14,14 @@ void MetricsWriter::open(const std::string& path, int64_t resume_step) {
   if (!parent.empty()) std::filesystem::create_directories(parent);
   if (resume_step >= 0 && std::filesystem::exists(path)) {
     std::vector<std::string> keep;
+    const bool fill_history = history_.size() == 0;
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);) {
       auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (rec.is_discarded()) continue;  // a line cut by a crash
-      if (rec.value("step", int64_t(0)) <= resume_step) keep.push_back(line);
+      if (!rec.is_object() || rec.value("step", int64_t(0)) > resume_step) continue;
+      keep.push_back(line);
+      if (fill_history) history_.add(rec);
     }
     const std::string tmp = path + ".tmp";
     {
@@ -40,6 +43,7 @@ void MetricsWriter::close() {
 MetricsWriter::~MetricsWriter() { close(); }
 
 void MetricsWriter::write(const nlohmann::json& record) {
+  history_.add(record);
   if (!f_) return;
   const std::string line = record.dump() + "\n";
   std::fwrite(line.data(), 1, line.size(), f_);

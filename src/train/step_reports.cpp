@@ -28,10 +28,28 @@ void JobStatus::set_rank_state(int rank, const std::string& state) {
   if (rank >= 0 && size_t(rank) < rank_states_.size()) rank_states_[size_t(rank)] = state;
 }
 
+void JobStatus::set_addresses(std::vector<std::string> peers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  addresses_ = std::move(peers);
+}
+
+void JobStatus::set_checkpoint(int64_t step, const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  checkpoint_ = {{"step", step}, {"dir", dir}};
+}
+
+void JobStatus::add_bytes_sent(double bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bytes_sent_total_ += bytes;
+}
+
 std::string JobStatus::text() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (rank_states_.empty()) return status_.dump();
   json s = status_;
+  if (!addresses_.empty()) s["addresses"] = addresses_;
+  if (!checkpoint_.is_null()) s["last_checkpoint"] = checkpoint_;
+  if (bytes_sent_total_ > 0) s["bytes_sent_total"] = bytes_sent_total_;
+  if (rank_states_.empty()) return s.dump();
   s["epoch"] = epoch_;
   s["members"] = json::array();
   for (size_t r = 0; r < rank_states_.size(); ++r) s["members"].push_back({{"rank", r}, {"state", rank_states_[r]}});
@@ -85,7 +103,11 @@ bool StepReports::exchange(int64_t step_now, double tokens_seen, double val_bpb)
       loss += r[k].loss_weighted;
       step_s = std::max(step_s, r[k].step_s);
       if (r[k].stop) stop = true;
-      per_rank.push_back({{"step_s", r[k].step_s}, {"comm_s", r[k].comm_s}});
+      json entry = {{"step_s", r[k].step_s}, {"comm_s", r[k].comm_s}};
+      const size_t position = size_t(per_rank.size());
+      if (comm_) entry["bytes_sent"] = r[k].bytes_sent;
+      if (comm_ && position < setup_.members.size()) entry["rank"] = setup_.members[position];
+      per_rank.push_back(std::move(entry));
     }
     const StepReport& mine = ranks[size_t(comm_ ? setup_.rank : 0)][k];
     const double tok_s = double(setup_.global_tokens) / step_s;
@@ -100,9 +122,12 @@ bool StepReports::exchange(int64_t step_now, double tokens_seen, double val_bpb)
       if (k + 1 == n) rec["synced_s"] = synced_s;
     }
     metrics_.write(rec);
+    status_.add_bytes_sent(mine.bytes_sent);
     if (k + 1 < n) continue;
     status_.set({{"step", step}, {"steps", setup_.steps}, {"loss", loss}, {"tok_per_s", tok_s},
-                 {"eta_s", step_s * double(setup_.last_step - step)}, {"val_bpb", val_bpb}, {"ranks", per_rank}});
+                 {"eta_s", step_s * double(setup_.last_step - step)}, {"val_bpb", val_bpb}, {"ranks", per_rank},
+                 {"lr_mult", rec["lr_mult"]}, {"mfu", mfu}, {"tokens", rec["tokens"]}, {"step_s", step_s},
+                 {"bytes_sent", mine.bytes_sent}, {"elapsed_s", mine.end_s}});
     char stats[160];
     std::snprintf(stats, sizeof stats, "loss %.4f | %.0f tok/s | mfu %.0f%% | comm %.2fs", loss, tok_s, 100 * mfu,
                   mine.comm_s);

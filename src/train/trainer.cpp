@@ -58,6 +58,13 @@ net::ServiceHandler Trainer::service_handler() {
       return "ok: the job will checkpoint and exit at the end of the current step";
     }
     if (req == "status") return status_.text();
+    // `ringtrain watch`: the metric records after the watcher's last one, a reply's worth.
+    if (req.rfind("metrics after ", 0) == 0) {
+      const std::string n = req.substr(14);
+      if (n.empty() || n.size() > 19 || n.find_first_not_of("0123456789") != std::string::npos)
+        return "error: 'metrics after N' takes a record number N >= 0";
+      return metrics_.history().after(std::stoull(n), kHistoryReplyBytes).dump();
+    }
     auto is_member = [this](int rank) {
       std::lock_guard lk(members_mu_);
       return std::binary_search(members_.begin(), members_.end(), rank);
@@ -348,6 +355,7 @@ void Trainer::save_checkpoint(const char* why) {
                {"data", o_.data_dir},
                {"reason", why}};
   const std::string dir = w.commit(meta);
+  status_.set_checkpoint(step_, dir);
   logf("checkpoint %s (%s, %.1f s)", dir.c_str(), why, now_s() - t0);
   if (o_.keep_checkpoints > 0)
     for (int64_t old : prune_checkpoints(o_.out_dir, o_.rank, step_, o_.keep_checkpoints))
@@ -510,6 +518,10 @@ int Trainer::run() {
   rs.flops_per_token = model::flops_per_token(cfg_);
   rs.peak_gflops = kernels::measure_matmul_gflops(1024, 512, 1024, 5);
   rs.run_start_s = run_start_s_;
+  rs.members = members_;
+  std::vector<std::string> addresses;
+  for (const auto& p : o_.peers) addresses.push_back(p.text());
+  status_.set_addresses(addresses);
   logf("model d%lld: %lld parameters, %lld FLOPs/token, vocab %u, T %lld; batch %lld tokens/step (%lld micro-steps of %lld x %lld here); %d threads; matmul peak %.0f GFLOP/s (oneDNN %s)",
        (long long)cfg_.n_layer, (long long)model::count_params(cfg_).total, (long long)rs.flops_per_token, data_.vocab,
        (long long)o_.seq_len, (long long)global_tokens_, (long long)accum_, (long long)o_.device_batch,

@@ -18,5 +18,6 @@ int cmd_bench_allreduce(int argc, char** argv);
 int cmd_keygen(int argc, char** argv);
 int cmd_status(int argc, char** argv);
 int cmd_stop(int argc, char** argv);
+int cmd_watch(int argc, char** argv);
 
 }  // namespace rt::cli

@@ -36,6 +36,11 @@ class JobStatus {
   // "joining"), shown as "members" and "epoch".
   void set_membership(int64_t epoch, const std::vector<std::string>& states);
   void set_rank_state(int rank, const std::string& state);
+  // Facts `ringtrain watch` shows beside the step: every rank's address (--peers), the
+  // newest checkpoint this rank wrote, and the payload bytes it has sent in the whole run.
+  void set_addresses(std::vector<std::string> peers);
+  void set_checkpoint(int64_t step, const std::string& dir);
+  void add_bytes_sent(double bytes);
   std::string text() const;
 
  private:
@@ -43,6 +48,9 @@ class JobStatus {
   nlohmann::json status_ = nlohmann::json::object();
   int64_t epoch_ = 0;
   std::vector<std::string> rank_states_;
+  std::vector<std::string> addresses_;
+  nlohmann::json checkpoint_;  // null until one is written
+  double bytes_sent_total_ = 0;
 };
 
 // Fixed facts the records are made of.
@@ -54,6 +62,7 @@ struct ReportSetup {
   int64_t flops_per_token = 0;
   double peak_gflops = 0;
   double run_start_s = 0;  // now_s() when the run started: elapsed_s and synced_s count from it
+  std::vector<int> members;  // the original rank of each ring position (empty: 0, 1, ...)
 };
 
 class StepReports {

@@ -1,0 +1,497 @@
+// `ringtrain watch` (issue: a live page and Prometheus metrics): its parts in-process (the
+// bounded history, the HTTP request parser, the checks of the job's replies, the
+// exposition format), then the real thing: a 2-rank keyed job, the watcher, Debian's
+// chromium reading the page's DOM, and Debian's prometheus scraping /metrics.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/skip.hpp"
+#include "ringtrain/errors.hpp"
+#include "ringtrain/net/http_server.hpp"
+#include "ringtrain/train/metric_history.hpp"
+#include "ringtrain/watch/job_reply.hpp"
+#include "ringtrain/watch/prometheus.hpp"
+#include "train_fixture.hpp"
+#include "train_ranks.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace traintest;
+
+namespace {
+
+constexpr double kWait = 120;
+
+json step_record(int64_t step, double loss = 1.0) { return {{"step", step}, {"loss", loss}, {"tok_per_s", 10.0}}; }
+
+std::vector<int64_t> held_steps(const rt::train::MetricHistory& h) {
+  std::vector<int64_t> out;
+  const json page = h.after(0, size_t(1) << 30);
+  for (const auto& e : page["records"])
+    if (!e["r"].contains("event") && !e["r"].contains("val_bpb")) out.push_back(e["r"]["step"].get<int64_t>());
+  return out;
+}
+
+// One HTTP exchange over a fresh connection: sends `raw`, returns everything until the
+// server closes (bounded by a 20 s receive deadline).
+std::string http_raw(int port, const std::string& raw) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  BOOST_REQUIRE(fd >= 0);
+  timeval tv{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return "";
+  }
+  (void)!::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[8192];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, size_t(n));
+  ::close(fd);
+  return out;
+}
+
+std::string http_get(int port, const std::string& path, const std::string& host = "") {
+  return http_raw(port, "GET " + path + " HTTP/1.1\r\nHost: " + (host.empty() ? "127.0.0.1:" + std::to_string(port) : host) +
+                            "\r\n\r\n");
+}
+
+int http_status(const std::string& response) {
+  return response.size() > 12 && response.rfind("HTTP/1.1 ", 0) == 0 ? std::stoi(response.substr(9, 3)) : -1;
+}
+
+std::string http_body(const std::string& response) {
+  const size_t at = response.find("\r\n\r\n");
+  return at == std::string::npos ? "" : response.substr(at + 4);
+}
+
+json watcher_state(int port) {
+  const auto r = http_get(port, "/api/state");
+  if (http_status(r) != 200) return json();
+  return json::parse(http_body(r), nullptr, false);
+}
+
+bool have(const char* program) { return nettest::run_shell(std::string("command -v ") + program + " >/dev/null") == 0; }
+
+const char* chromium_program() { return have("chromium") ? "chromium" : have("chromium-browser") ? "chromium-browser" : nullptr; }
+
+// The page's DOM after its script ran for a while, as Debian's chromium renders it.
+std::string page_dom(int port, const std::string& screenshot = "") {
+  const std::string flags = std::string(chromium_program()) +
+                            " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run"
+                            " --user-data-dir=" + nettest::scratch_dir() + "/chromium --virtual-time-budget=6000 ";
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
+  if (!screenshot.empty())
+    nettest::run_shell("timeout 90 " + flags + "--window-size=1400,1200 --screenshot=" + screenshot + " " + url + " 2>/dev/null");
+  std::string dom;
+  nettest::run_shell("timeout 90 " + flags + "--dump-dom " + url + " 2>/dev/null", &dom);
+  return dom;
+}
+
+// The value of data-value, or the text, of the element with this id in a DOM dump.
+std::string dom_value(const std::string& dom, const std::string& id, bool text = false) {
+  std::smatch m;
+  const std::regex attr("id=\"" + id + "\"[^>]*data-value=\"([^\"]*)\"");
+  const std::regex inner("id=\"" + id + "\"[^>]*>([^<]*)<");
+  if (std::regex_search(dom, m, text ? inner : attr)) return m[1];
+  return "";
+}
+
+std::vector<json> metric_records(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto r = json::parse(line, nullptr, false);
+    if (!r.is_discarded()) out.push_back(r);
+  }
+  return out;
+}
+
+nettest::Proc start_watcher(int job_port, int http_port, const std::string& key, const std::string& tag) {
+  auto p = nettest::spawn({nettest::ringtrain_path(), "watch", "127.0.0.1:" + std::to_string(job_port), "--key", key,
+                           "--http", "127.0.0.1:" + std::to_string(http_port), "--interval", "0.5"},
+                          tag);
+  BOOST_REQUIRE(nettest::wait_for_output({p}, "watching the job", 30));
+  return p;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(watch_parts)
+
+// Past its bound the history keeps every other step (the stride doubles), always the
+// newest step, and no more than the bound.
+BOOST_AUTO_TEST_CASE(history_is_thinned_not_cut) {
+  rt::train::MetricHistory h(8, 4, 4);
+  for (int64_t s = 1; s <= 100; ++s) h.add(step_record(s));
+  const auto steps = held_steps(h);
+  BOOST_TEST(steps.size() <= 9u);
+  BOOST_TEST(steps.back() == 100);
+  BOOST_TEST(h.stride() == 16);
+  for (size_t i = 0; i + 1 < steps.size(); ++i) BOOST_TEST(steps[i] % 16 == 0, steps[i]);
+  // the shape of the run: its start is still there
+  BOOST_TEST(steps.front() == 16);
+  for (int e = 0; e < 10; ++e) h.add({{"step", 100}, {"event", "rank_lost"}, {"rank", e}, {"world", 1}});
+  BOOST_TEST(h.events_total() == 10u);
+  BOOST_TEST(h.size() <= 9u + 4u);
+}
+
+// A step done again (a re-formed ring going on from an earlier step) drops the undone
+// records, as the metrics file does; numbers never repeat.
+BOOST_AUTO_TEST_CASE(undone_steps_are_dropped) {
+  rt::train::MetricHistory h;
+  for (int64_t s = 1; s <= 10; ++s) h.add(step_record(s));
+  h.add({{"step", 10}, {"tokens", 5.0}, {"val_bpb", 2.0}});
+  const uint64_t before = h.last_seq();
+  h.add(step_record(7, 0.5));
+  BOOST_TEST((held_steps(h) == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7}));
+  BOOST_TEST(h.last_seq() > before);
+  BOOST_TEST(h.after(before, 1 << 20)["records"].size() == 1u);
+  h.add({{"no step", 1}});  // ignored
+  h.add({{"step", "7"}});    // ignored
+  BOOST_TEST(h.size() == 7u);
+}
+
+// Pages stay under their byte bound and together hold every record once.
+BOOST_AUTO_TEST_CASE(pages_fit_their_bound) {
+  rt::train::MetricHistory h(100000);
+  for (int64_t s = 1; s <= 3000; ++s) h.add(step_record(s, 1.0 / double(s)));
+  uint64_t after = 0;
+  size_t seen = 0, pages = 0;
+  while (true) {
+    const json p = h.after(after, rt::train::kHistoryReplyBytes);
+    BOOST_TEST(p.dump().size() <= rt::train::kHistoryReplyBytes + 200);
+    for (const auto& e : p["records"]) {
+      BOOST_TEST(e["seq"].get<uint64_t>() > after);
+      after = e["seq"].get<uint64_t>();
+      ++seen;
+    }
+    ++pages;
+    if (!p["more"].get<bool>()) break;
+  }
+  BOOST_TEST(seen == 3000u);
+  BOOST_TEST(pages > 1u);
+}
+
+BOOST_AUTO_TEST_CASE(http_heads_are_parsed_or_refused) {
+  int status = 0;
+  auto req = rt::net::parse_http_head("GET /api/history?after=12&x=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nX-A:  b \r\n", status);
+  BOOST_REQUIRE(req.has_value());
+  BOOST_TEST(req->path == "/api/history");
+  BOOST_TEST(rt::net::query_value(req->query, "after") == "12");
+  BOOST_TEST(req->headers["x-a"] == "b");
+  const std::pair<std::string, int> refused[] = {
+      {"DELETE / HTTP/1.1\r\nHost: a", 405},
+      {"GET / HTTP/2.0\r\nHost: a", 505},
+      {"GET / HTTP/1.1", 400},                                  // 1.1 without Host
+      {"GET  / HTTP/1.1\r\nHost: a", 400},                      // two spaces
+      {"GET relative HTTP/1.1\r\nHost: a", 400},
+      {"GET /\x01 HTTP/1.1\r\nHost: a", 400},
+      {"GET / HTTP/1.1\r\nHost: a\r\nHost: b", 400},            // two hosts
+      {"POST /api/stop HTTP/1.1\r\nHost: a", 411},
+      {"POST /api/stop HTTP/1.1\r\nHost: a\r\nContent-Length: 99999", 413},
+      {"POST /api/stop HTTP/1.1\r\nHost: a\r\nContent-Length: -1", 400},
+      {"POST /api/stop HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked", 501},
+      {"GET / HTTP/1.1\r\nHost: a\r\n folded", 400},
+      {"GET / HTTP/1.1\r\nHost: a\r\nBad\x7fValue: x", 400},
+      {"GET /" + std::string(2000, 'a') + " HTTP/1.1\r\nHost: a", 414},
+      {"GET / HTTP/1.1\r\nHost: a\r\n" + std::string(9000, 'x'), 431},
+  };
+  for (const auto& [head, want] : refused) {
+    BOOST_TEST(!rt::net::parse_http_head(head, status).has_value(), head.substr(0, 40));
+    BOOST_TEST(status == want, head.substr(0, 40));
+  }
+  std::string many = "GET / HTTP/1.1\r\nHost: a\r\n";
+  for (int i = 0; i < 70; ++i) many += "X-" + std::to_string(i) + ": 1\r\n";
+  BOOST_TEST(!rt::net::parse_http_head(many, status).has_value());
+  BOOST_TEST(status == 431);
+  // Every prefix of a valid head, and every byte flipped, is parsed or refused without harm.
+  const std::string good = "POST /api/stop HTTP/1.1\r\nHost: 127.0.0.1:1\r\nContent-Length: 0\r\nX-Ringtrain-Stop: yes";
+  for (size_t n = 0; n <= good.size(); ++n) (void)rt::net::parse_http_head(good.substr(0, n), status);
+  for (size_t i = 0; i < good.size(); ++i)
+    for (int b : {0, 0x0a, 0x20, 0x3a, 0x7f, 0xff}) {
+      std::string m = good;
+      m[i] = char(b);
+      (void)rt::net::parse_http_head(m, status);
+    }
+}
+
+// The job's replies are untrusted: out-of-range numbers, markup or control bytes in
+// strings, oversized lists and reordered records are refused with words, and unknown
+// fields never pass.
+BOOST_AUTO_TEST_CASE(job_replies_are_checked) {
+  const json good = {{"step", 5}, {"steps", 10}, {"loss", 3.5}, {"val_bpb", nullptr}, {"epoch", 1},
+                     {"members", {{{"rank", 0}, {"state", "live"}}, {{"rank", 1}, {"state", "lost"}}}},
+                     {"addresses", {"127.0.0.1:1", "127.0.0.1:2"}}, {"ranks", {{{"step_s", 1.0}, {"comm_s", 0.5}, {"rank", 0}}}},
+                     {"evil", "<script>alert(1)</script>"}};
+  const json s = rt::watch::checked_status(good.dump());
+  BOOST_TEST(s["step"] == 5);
+  BOOST_TEST(!s.contains("evil"));
+  BOOST_TEST(s["members"][1]["state"] == "lost");
+  auto refused = [](json bad, const std::string& words) {
+    try {
+      rt::watch::checked_status(bad.dump());
+      BOOST_ERROR("accepted " << bad.dump().substr(0, 80));
+    } catch (const rt::RuntimeError& e) {
+      BOOST_TEST(nettest::contains(e.what(), words), e.what());
+    }
+  };
+  json b = good;
+  b["step"] = -1;
+  refused(b, "'step'");
+  b = good;
+  b["epoch"] = int64_t(1) << 50;
+  refused(b, "'epoch'");
+  b = good;
+  b["loss"] = "3.5";
+  refused(b, "'loss'");
+  b = good;
+  b["members"][0]["state"] = "<b>live</b>";
+  refused(b, "member state");
+  b = good;
+  b["addresses"][0] = "10.0.0.1:1\n<script>";
+  refused(b, "control");
+  b = good;
+  b["addresses"][0] = std::string(600, 'a');
+  refused(b, "longer than");
+  b = good;
+  b["members"] = json::array();
+  for (int i = 0; i < 5000; ++i) b["members"].push_back({{"rank", 0}, {"state", "live"}});
+  refused(b, "more than");
+  BOOST_CHECK_THROW(rt::watch::checked_status("not json"), rt::RuntimeError);
+  BOOST_CHECK_THROW(rt::watch::checked_status("[1,2]"), rt::RuntimeError);
+
+  const json h = {{"id", "ab"}, {"last_seq", 3}, {"more", false}, {"events_total", 0},
+                  {"records", {{{"seq", 2}, {"r", step_record(1)}}, {{"seq", 3}, {"r", {{"step", 1}, {"event", "x"}}}}}}};
+  const json ch = rt::watch::checked_history(h.dump(), 0);
+  BOOST_TEST(ch["records"].size() == 1u);  // the unknown event kind is dropped
+  BOOST_TEST(ch["after"] == 3);
+  BOOST_CHECK_THROW(rt::watch::checked_history(h.dump(), 2), rt::RuntimeError);  // numbers not after ours
+  json hb = h;
+  hb["records"][1]["seq"] = 1;
+  BOOST_CHECK_THROW(rt::watch::checked_history(hb.dump(), 0), rt::RuntimeError);  // out of order
+}
+
+// /metrics: every sample line is `name{labels} value`, every family has HELP and TYPE
+// once, and nothing of a job that does not answer is shown but ringtrain_up 0.
+BOOST_AUTO_TEST_CASE(prometheus_exposition) {
+  const json s = rt::watch::checked_status(json({{"step", 5}, {"steps", 10}, {"loss", 3.5}, {"tok_per_s", 100.0},
+                                                 {"val_bpb", 1.25},
+                                                 {"ranks", {{{"step_s", 1.0}, {"comm_s", 0.5}, {"rank", 0}},
+                                                            {{"step_s", 2.0}, {"comm_s", 0.25}, {"rank", 2}}}}})
+                                                .dump());
+  const std::string text = rt::watch::prometheus_text(s, true, 3);
+  BOOST_TEST(nettest::contains(text, "\nringtrain_step 5\n"), text);
+  BOOST_TEST(nettest::contains(text, "\nringtrain_val_bpb 1.25\n"), text);
+  BOOST_TEST(nettest::contains(text, "\nringtrain_rank_step_seconds{rank=\"2\"} 2\n"), text);
+  BOOST_TEST(nettest::contains(text, "\nringtrain_ranks_live 2\n"), text);
+  BOOST_TEST(nettest::contains(text, "\nringtrain_membership_changes_total 3\n"), text);
+  const std::regex sample(R"(^[a-z_]+(\{[a-z]+="[a-z0-9]+"\})? -?[0-9.e+-]+$)");
+  std::set<std::string> types;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# TYPE ", 0) == 0) BOOST_TEST(types.insert(line.substr(7, line.find(' ', 7) - 7)).second, line);
+    if (line.rfind("#", 0) != 0) BOOST_TEST(std::regex_match(line, sample), line);
+  }
+  BOOST_TEST(rt::watch::prometheus_text(s, false, 3) ==
+             "# HELP ringtrain_up 1 while the job answers the watcher, 0 while it does not.\n# TYPE ringtrain_up gauge\nringtrain_up 0\n");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(watch)
+
+// A running 2-rank job seen through the watcher: its page in chromium shows rank 0's step
+// and loss, Prometheus scrapes its step, the HTTP server refuses what it does not serve, a
+// killed rank shows as lost, a restarted watcher reads the whole history again from the
+// job, and the stop button's request stops the job.
+BOOST_AUTO_TEST_CASE(page_and_prometheus_follow_a_running_job) {
+  if (!testskip::require(chromium_program() != nullptr, "Debian's chromium is not installed (tools/setup.sh installs it)")) return;
+  const int port = nettest::port_base(0), http = port + 2, prom_port = port + 3;
+  const std::string run = run_dir("watch"), metrics = run + "/metrics.jsonl";
+  auto ranks = start_ranks("watch", {2, 2}, port, {"--steps", "100000", "--eval-every", "5", "--eval-tokens", "2048"});
+  auto watcher = start_watcher(port, http, nettest::key_file(), "watcher");
+  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 6, kWait), ranks[0].err());
+  BOOST_REQUIRE(nettest::wait_until([&] { return watcher_state(http).value("reachable", false); }, 30));
+
+  // What the page's server refuses.
+  BOOST_TEST(http_status(http_get(http, "/nothing-here")) == 404);
+  BOOST_TEST(http_status(http_raw(http, "DELETE / HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(http) + "\r\n\r\n")) == 405);
+  BOOST_TEST(http_status(http_get(http, "/", "evil.example:80")) == 421);  // DNS rebinding
+  BOOST_TEST(http_status(http_raw(http, "GET / HTTP/1.1\r\nHost: x\r\nX: " + std::string(10000, 'a') + "\r\n\r\n")) == 431);
+  BOOST_TEST(http_status(http_raw(http, "POST /api/stop HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(http) +
+                                            "\r\nContent-Length: 0\r\n\r\n")) == 403);
+  BOOST_TEST(http_status(http_get(http, "/api/history?after=x")) == 400);
+  BOOST_TEST(http_status(http_raw(http, "\x16\x03\x01 garbage\r\n\r\n")) == 400);
+  BOOST_TEST(nettest::contains(http_get(http, "/uPlot.iife.min.js"), "uPlot"));
+  BOOST_TEST(nettest::contains(http_get(http, "/LICENSE-uPlot.txt"), "MIT"));
+
+  // The page, in a real browser.
+  const std::string shot = nettest::scratch_dir() + "/watch.png";
+  std::string dom = page_dom(http, shot);
+  BOOST_TEST_MESSAGE("screenshot of the page: " << shot);
+  BOOST_TEST((fs::exists(shot) && fs::file_size(shot) > 10000));
+  if (const char* keep = std::getenv("RINGTRAIN_SCREENSHOT")) fs::copy_file(shot, keep, fs::copy_options::overwrite_existing);
+  const std::string step_text = dom_value(dom, "step"), loss_text = dom_value(dom, "last-loss");
+  BOOST_REQUIRE_MESSAGE(!step_text.empty() && !loss_text.empty(), dom.substr(0, 3000));
+  const int64_t shown_step = std::stoll(step_text);
+  bool found = false;
+  for (const auto& r : metric_records(metrics))
+    if (r.contains("loss") && r["step"] == shown_step) {
+      found = true;
+      BOOST_TEST(std::stod(loss_text) == r["loss"].get<double>(), "page " << loss_text << " vs " << r.dump());
+    }
+  BOOST_TEST(found, "step " << shown_step << " is not in rank 0's metrics");
+  BOOST_TEST(dom_value(dom, "rank-state-1", true) == "live");
+  BOOST_TEST(nettest::contains(dom, "127.0.0.1:" + std::to_string(port + 1)));
+  BOOST_TEST(dom_value(dom, "connection", true).rfind("live", 0) == 0, dom_value(dom, "connection", true));
+
+  // A real Prometheus scrapes /metrics; its query API returns the job's step.
+  if (testskip::require(have("prometheus"), "Debian's prometheus is not installed (tools/setup.sh installs it)")) {
+    const std::string dir = nettest::scratch_dir() + "/prometheus";
+    fs::create_directories(dir);
+    std::ofstream(dir + "/prometheus.yml") << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ringtrain\n"
+                                           << "    static_configs:\n      - targets: ['127.0.0.1:" << http << "']\n";
+    auto prom = nettest::spawn({"prometheus", "--config.file=" + dir + "/prometheus.yml", "--storage.tsdb.path=" + dir + "/data",
+                                "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
+                               "prometheus");
+    double value = -1;
+    nettest::wait_until([&] {
+      const auto body = json::parse(http_body(http_get(prom_port, "/api/v1/query?query=ringtrain_step")), nullptr, false);
+      if (body.is_discarded() || !body.contains("data") || body["data"]["result"].empty()) return false;
+      value = std::stod(body["data"]["result"][0]["value"][1].get<std::string>());
+      return true;
+    }, 60);
+    const auto steps_now = losses(metrics).size();
+    BOOST_TEST(value >= 6, "prometheus returned ringtrain_step " << value << "; its log: " << prom.err().substr(0, 2000));
+    BOOST_TEST(value <= double(steps_now));
+    const auto up = http_body(http_get(prom_port, "/api/v1/query?query=ringtrain_rank_step_seconds"));
+    BOOST_TEST(nettest::contains(up, "\"rank\":\"1\""), up);
+    ::kill(prom.pid, SIGTERM);
+    nettest::wait_one(prom, 20);
+  }
+
+  // Strangers holding connections cost the page a bounded number of descriptors.
+  std::vector<int> idle;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(http));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) idle.push_back(fd);
+  }
+  size_t watcher_fds = 0;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(watcher.pid) + "/fd")) (void)e, ++watcher_fds;
+  BOOST_TEST(watcher_fds < 80u, watcher_fds << " descriptors open in the watcher");
+  for (int fd : idle) ::close(fd);
+
+  // A killed rank shows as lost.
+  ::kill(ranks[1].pid, SIGKILL);
+  nettest::wait_one(ranks[1], 10);
+  BOOST_REQUIRE(nettest::wait_until([&] {
+    const json st = watcher_state(http);
+    if (st.is_null() || !st["status"].contains("members")) return false;
+    for (const auto& m : st["status"]["members"])
+      if (m["rank"] == 1 && m["state"] == "lost") return true;
+    return false;
+  }, kWait));
+  dom = page_dom(http);
+  BOOST_TEST(dom_value(dom, "rank-state-1", true) == "lost", dom.substr(0, 3000));
+  BOOST_TEST(nettest::contains(dom, "rank 1 lost"), "the membership event is listed");
+
+  // A restarted watcher reads the whole history from the job.
+  ::kill(watcher.pid, SIGTERM);
+  nettest::wait_one(watcher, 20);
+  BOOST_TEST(watcher.exit_code == 0, watcher.err());
+  watcher = start_watcher(port, http, nettest::key_file(), "watcher-2");
+  size_t held = 0;
+  const size_t in_file = losses(metrics).size();
+  nettest::wait_until([&] {
+    held = 0;
+    for (uint64_t after = 0;;) {  // page by page, as the page reads it
+      const auto h = json::parse(http_body(http_get(http, "/api/history?after=" + std::to_string(after))), nullptr, false);
+      if (h.is_discarded() || h["records"].empty()) return false;
+      for (const auto& e : h["records"]) held += e["r"].contains("loss"), after = e["seq"].get<uint64_t>();
+      if (!h["more"].get<bool>()) break;
+    }
+    return held >= in_file;
+  }, 30);
+  BOOST_TEST(held >= in_file, "the new watcher holds " << held << " step records, the file " << in_file);
+
+  // The stop button's request.
+  const auto stop = http_raw(http, "POST /api/stop HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(http) +
+                                       "\r\nContent-Length: 0\r\nX-Ringtrain-Stop: yes\r\n\r\n");
+  BOOST_TEST(http_status(stop) == 200, stop);
+  nettest::wait_one(ranks[0], kWait);
+  BOOST_TEST(ranks[0].exit_code == 0, ranks[0].err());
+  // The job has ended: the watcher says so in words and keeps running.
+  BOOST_REQUIRE(nettest::wait_until([&] { return !watcher_state(http).value("reachable", true); }, 30));
+  const std::string msg = watcher_state(http)["message"];
+  BOOST_TEST(nettest::contains(msg, "the job stopped answering"), msg);
+  BOOST_TEST(nettest::alive(watcher.pid));
+  ::kill(watcher.pid, SIGTERM);
+  nettest::wait_one(watcher, 20);
+}
+
+// A wrong key and a job that is not there are said in words on the page, and the watcher
+// keeps retrying; a bad address is refused at once.
+BOOST_AUTO_TEST_CASE(wrong_key_and_no_job_are_said_in_words) {
+  const int port = nettest::port_base(1), http = port + 2;
+  auto ranks = start_ranks("watch-key", {2, 2}, port, {"--steps", "100000", "--eval-every", "0"});
+  BOOST_REQUIRE(wait_for_steps(run_dir("watch-key") + "/metrics.jsonl", 1, kWait));
+  const std::string other = nettest::scratch_dir() + "/other.key";
+  BOOST_REQUIRE(nettest::run_shell(nettest::ringtrain_path() + " keygen --out " + other + " >/dev/null") == 0);
+  auto watcher = start_watcher(port, http, other, "watcher-key");
+  std::string msg;
+  nettest::wait_until([&] {
+    msg = watcher_state(http).value("message", std::string());
+    return nettest::contains(msg, "refused this key");
+  }, 30);
+  BOOST_TEST(nettest::contains(msg, "refused this key"), msg);
+  if (chromium_program()) {
+    const std::string dom = page_dom(http);
+    BOOST_TEST(nettest::contains(dom_value(dom, "connection", true), "refused this key"), dom.substr(0, 2000));
+  }
+  BOOST_TEST(nettest::alive(watcher.pid));
+  ::kill(watcher.pid, SIGTERM);
+  nettest::wait_one(watcher, 20);
+  for (auto& r : ranks) ::kill(r.pid, SIGTERM);
+  nettest::wait_all(ranks, kWait);
+
+  // Nothing listens there any more.
+  watcher = start_watcher(port, http, nettest::key_file(), "watcher-none");
+  nettest::wait_until([&] {
+    msg = watcher_state(http).value("message", std::string());
+    return nettest::contains(msg, "cannot reach the job");
+  }, 30);
+  BOOST_TEST(nettest::contains(msg, "cannot reach the job: no answer from 127.0.0.1:" + std::to_string(port)), msg);
+  ::kill(watcher.pid, SIGTERM);
+  nettest::wait_one(watcher, 20);
+
+  std::string out;
+  BOOST_TEST(nettest::run_shell(nettest::ringtrain_path() + " watch nohost --key " + other, &out) == 2, out);
+  BOOST_TEST(count_lines(out) == 1, out);
+  BOOST_TEST(nettest::run_shell(nettest::ringtrain_path() + " watch 127.0.0.1:1 stray", &out) == 2, out);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

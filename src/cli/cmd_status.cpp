@@ -48,10 +48,8 @@ std::string status_text(const json& s) {
                     rr.value("comm_s", 0.0));
       lines.push_back(line);
     }
-  const json addresses = s.value("addresses", json::array());
-  auto address = [&](size_t r) { return r < addresses.size() ? " (" + addresses[r].get<std::string>() + ")" : std::string(); };
   if (!s.contains("members")) {
-    for (size_t i = 0; i < lines.size(); ++i) out += "  rank " + std::to_string(i) + address(i) + ": " + lines[i] + "\n";
+    for (size_t i = 0; i < lines.size(); ++i) out += "  rank " + std::to_string(i) + ": " + lines[i] + "\n";
     return out;
   }
   size_t live = 0;
@@ -59,7 +57,7 @@ std::string status_text(const json& s) {
     const std::string state = m.value("state", std::string("?"));
     const auto rank = m.value("rank", int64_t(-1));
     const bool has_line = state == "live" && live < lines.size();
-    out += "  rank " + std::to_string(rank) + address(size_t(rank)) + ": " + state + (has_line ? ", " + lines[live] : "") + "\n";
+    out += "  rank " + std::to_string(rank) + ": " + state + (has_line ? ", " + lines[live] : "") + "\n";
     if (state == "live") ++live;
   }
   return out;

@@ -321,15 +321,17 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(watch)
 
 // A running 2-rank job seen through the watcher: its page in chromium shows rank 0's step
-// and loss, Prometheus scrapes its step, the HTTP server refuses what it does not serve, a
-// killed rank shows as lost, a restarted watcher reads the whole history again from the
-// job, and the stop button's request stops the job.
+// and loss, Prometheus scrapes its step, the HTTP server refuses what it does not serve,
+// `status --watch` refreshes, a killed rank shows as lost (the watcher, which asked it,
+// moves to the other), a rejoined one live, a restarted watcher reads the whole history
+// again from the job, and the stop button's request stops the job.
 BOOST_AUTO_TEST_CASE(page_and_prometheus_follow_a_running_job) {
   if (!testskip::require(chromium_program() != nullptr, "Debian's chromium is not installed (tools/setup.sh installs it)")) return;
   const int port = nettest::port_base(0), http = port + 2, prom_port = port + 3;
   const std::string run = run_dir("watch"), metrics = run + "/metrics.jsonl";
   auto ranks = start_ranks("watch", {2, 2}, port, {"--steps", "100000", "--eval-every", "5", "--eval-tokens", "2048"});
-  auto watcher = start_watcher(port, http, nettest::key_file(), "watcher");
+  // The watcher asks rank 1, which the test kills below: it must move to rank 0 by itself.
+  auto watcher = start_watcher(port + 1, http, nettest::key_file(), "watcher");
   BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 6, kWait), ranks[0].err());
   BOOST_REQUIRE(nettest::wait_until([&] { return watcher_state(http).value("reachable", false); }, 30));
 
@@ -405,7 +407,15 @@ BOOST_AUTO_TEST_CASE(page_and_prometheus_follow_a_running_job) {
   BOOST_TEST(watcher_fds < 80u, watcher_fds << " descriptors open in the watcher");
   for (int fd : idle) ::close(fd);
 
-  // A killed rank shows as lost.
+  // The terminal view refreshes in place (here into a file: one block per refresh).
+  std::string term;
+  nettest::run_shell("timeout -s INT 4 " + nettest::ringtrain_path() + " status 127.0.0.1:" + std::to_string(port) +
+                         " --key " + nettest::key_file() + " --watch --interval 1",
+                     &term);
+  BOOST_TEST(nettest::contains(term, "  rank 1: live, step "), term);
+  BOOST_TEST(count_lines(term) >= 6, term);  // at least two refreshes
+
+  // A killed rank shows as lost, and the watcher, which was asking it, moves to rank 0.
   ::kill(ranks[1].pid, SIGKILL);
   nettest::wait_one(ranks[1], 10);
   BOOST_REQUIRE(nettest::wait_until([&] {
@@ -418,6 +428,20 @@ BOOST_AUTO_TEST_CASE(page_and_prometheus_follow_a_running_job) {
   dom = page_dom(http);
   BOOST_TEST(dom_value(dom, "rank-state-1", true) == "lost", dom.substr(0, 3000));
   BOOST_TEST(nettest::contains(dom, "rank 1 lost"), "the membership event is listed");
+  BOOST_TEST(watcher_state(http)["address"] == "127.0.0.1:" + std::to_string(port));
+
+  // Rank 1, started again with its command, joins: the page shows it live again.
+  ranks[1] = start_rank("watch", {2, 2}, port, {"--steps", "100000", "--eval-every", "5", "--eval-tokens", "2048"}, 1, "watch-r1b");
+  BOOST_REQUIRE_MESSAGE(nettest::wait_until([&] {
+    const json st = watcher_state(http);
+    if (st.is_null() || !st["status"].contains("members")) return false;
+    for (const auto& m : st["status"]["members"])
+      if (m["rank"] == 1 && m["state"] == "live") return true;
+    return false;
+  }, kWait), ranks[1].err());
+  dom = page_dom(http);
+  BOOST_TEST(dom_value(dom, "rank-state-1", true) == "live");
+  BOOST_TEST(nettest::contains(dom, "rank 1 joined"), "the join is listed");
 
   // A restarted watcher reads the whole history from the job.
   ::kill(watcher.pid, SIGTERM);
@@ -442,8 +466,8 @@ BOOST_AUTO_TEST_CASE(page_and_prometheus_follow_a_running_job) {
   const auto stop = http_raw(http, "POST /api/stop HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(http) +
                                        "\r\nContent-Length: 0\r\nX-Ringtrain-Stop: yes\r\n\r\n");
   BOOST_TEST(http_status(stop) == 200, stop);
-  nettest::wait_one(ranks[0], kWait);
-  BOOST_TEST(ranks[0].exit_code == 0, ranks[0].err());
+  nettest::wait_all(ranks, kWait);
+  for (auto& r : ranks) BOOST_TEST(r.exit_code == 0, r.err());
   // The job has ended: the watcher says so in words and keeps running.
   BOOST_REQUIRE(nettest::wait_until([&] { return !watcher_state(http).value("reachable", true); }, 30));
   const std::string msg = watcher_state(http)["message"];
@@ -485,6 +509,10 @@ BOOST_AUTO_TEST_CASE(wrong_key_and_no_job_are_said_in_words) {
     return nettest::contains(msg, "cannot reach the job");
   }, 30);
   BOOST_TEST(nettest::contains(msg, "cannot reach the job: no answer from 127.0.0.1:" + std::to_string(port)), msg);
+  std::string term;
+  nettest::run_shell("timeout -s INT 3 " + nettest::ringtrain_path() + " status 127.0.0.1:" + std::to_string(port) +
+                         " --watch --interval 1 --timeout 1", &term);
+  BOOST_TEST(nettest::contains(term, "no current answer: no answer from 127.0.0.1:"), term);
   ::kill(watcher.pid, SIGTERM);
   nettest::wait_one(watcher, 20);
 

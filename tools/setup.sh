@@ -13,6 +13,7 @@
 #   netns      network namespaces, firewall, traffic shaping, process tools: multi-host runs
 #   package    dpkg-shlibdeps, for tools/package-deb.sh
 #   watch      a browser and Prometheus: the watch page's tests load it and scrape /metrics
+#   fuzz       clang with libFuzzer (tools/test_fuzz.sh)
 #   tests      Boost.Test, and every group above: what `meson test` runs
 # Settings:
 #   RINGTRAIN_BUILD_DIR      build directory (default: build)
@@ -46,6 +47,7 @@ reference=(python3-torch python3-numpy libopenblas0-openmp "${tiktoken[@]}")
 netns=(iproute2 nftables procps psmisc)
 package=(dpkg-dev)
 watch=(chromium prometheus fonts-dejavu-core)
+fuzz=(clang)
 # Boost.Test; the tests group also takes every group above
 tests=(libboost-test-dev)
 
@@ -61,11 +63,13 @@ for group in "$@"; do
     netns) packages+=("${netns[@]}") ;;
     package) packages+=("${package[@]}") ;;
     watch) packages+=("${watch[@]}") ;;
+    fuzz) packages+=("${fuzz[@]}") ;;
     tests) packages+=("${tests[@]}" "${corpus[@]}" "${reference[@]}" "${netns[@]}" "${package[@]}")
-           # RINGTRAIN_NO_WATCH=1: not the browser (another release's chroot, which skips train/watch)
-           [ "${RINGTRAIN_NO_WATCH:-0}" = 1 ] || packages+=("${watch[@]}")
+           # RINGTRAIN_NO_WATCH=1: not the browser nor clang (another release's chroot runs neither
+           # train/watch nor the fuzzing pass)
+           [ "${RINGTRAIN_NO_WATCH:-0}" = 1 ] || packages+=("${watch[@]}" "${fuzz[@]}")
            want_tests=1 want_reference=1 ;;
-    *) echo "setup: unknown group '$group'; groups: corpus reference netns package watch tests (and --no-build)" >&2
+    *) echo "setup: unknown group '$group'; groups: corpus reference netns package watch fuzz tests (and --no-build)" >&2
        exit 2 ;;
   esac
 done

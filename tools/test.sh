@@ -7,22 +7,25 @@
 # The passes, all counted in that line:
 #   1. this host's release (Debian 12 here): every suite, build/
 #   2. the net and train suites again under AddressSanitizer + UBSan (tools/test_sanitizers.sh)
+#   2b. fuzzing: one libFuzzer target per parser, its corpus then 20 s each (tools/test_fuzz.sh)
 #   3. Debian 13 in a chroot made by debootstrap (tools/ci/chroot.sh, kept between runs):
 #      its own packages (oneDNN 3.7, GCC 14, Boost 1.83, ZeroMQ 4.3.5, PyTorch 2.6), build-trixie/,
 #      the suites in RINGTRAIN_CHROOT_SUITES (default: all but the ones named in tools/ci/release_pass.sh)
 #   4. one job across the two builds: rank 0 from build/, rank 1 from build-trixie/ (train/mixed_releases)
 # Passes 3 and 4 need root (chroot, namespaces); without it they are skipped with a message.
-# Settings: RINGTRAIN_SKIP_SANITIZERS=1, RINGTRAIN_SKIP_CHROOT=1 leave those passes out;
+# Settings: RINGTRAIN_SKIP_SANITIZERS=1, RINGTRAIN_SKIP_FUZZ=1, RINGTRAIN_SKIP_CHROOT=1 leave those passes out;
 # test names as arguments run only those tests of pass 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${RINGTRAIN_BUILD_DIR:-build}
 san_build=${RINGTRAIN_SAN_BUILD_DIR:-build-san}
+fuzz_build=${RINGTRAIN_FUZZ_BUILD_DIR:-build-fuzz}
 other_release=${RINGTRAIN_OTHER_RELEASE:-trixie}
 other_build=build-$other_release
 logs=("$build/meson-logs/testlog.json")
 # A log left by an earlier run must never be read as this run's result.
 rm -f "$build/meson-logs/testlog.json" "$build/meson-logs/mixed.json" "$san_build/meson-logs/testlog.json" \
+  "$fuzz_build/meson-logs/testlog.json" \
   "$other_build/meson-logs/testlog.json"
 rc=0
 stamp() { printf '\n=== test: %s (%dm%02ds so far)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
@@ -40,6 +43,11 @@ if [ "$rc" -eq 0 ]; then
     stamp "pass 2: sanitizers"
     bash tools/test_sanitizers.sh || rc=1
     logs+=("$san_build/meson-logs/testlog.json")
+  fi
+  if [ $# -eq 0 ] && [ "${RINGTRAIN_SKIP_FUZZ:-0}" != 1 ]; then
+    stamp "pass 2b: fuzzing"
+    RINGTRAIN_FUZZ_BUILD_DIR=$fuzz_build bash tools/test_fuzz.sh || rc=1
+    logs+=("$fuzz_build/meson-logs/testlog.json")
   fi
   if [ $# -eq 0 ] && [ "${RINGTRAIN_SKIP_CHROOT:-0}" != 1 ]; then
     if [ "$(id -u)" != 0 ]; then

@@ -1,10 +1,13 @@
 #include "ringtrain/train/metrics.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/train/log.hpp"
 
 namespace rt::train {
 
@@ -46,8 +49,13 @@ void MetricsWriter::write(const nlohmann::json& record) {
   history_.add(record);
   if (!f_) return;
   const std::string line = record.dump() + "\n";
-  std::fwrite(line.data(), 1, line.size(), f_);
-  std::fflush(f_);
+  const bool ok = std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0;
+  // A full disk must not stop the run (checkpoints matter more than curves), but it is said,
+  // once per outage: the records stay in memory, where `ringtrain watch` reads them.
+  if (!ok && !write_failed_) logf("cannot write the metrics file %s (%s); training goes on, ringtrain watch still has the records",
+                                  path_.c_str(), std::strerror(errno));
+  if (ok && write_failed_) logf("the metrics file %s is written again (records of the steps between may be missing)", path_.c_str());
+  write_failed_ = !ok;
 }
 
 }  // namespace rt::train

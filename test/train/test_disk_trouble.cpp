@@ -114,6 +114,36 @@ BOOST_AUTO_TEST_CASE(a_failed_periodic_save_is_logged_and_the_next_one_succeeds)
   ::umount2(out.c_str(), MNT_DETACH);
 }
 
+// A full disk under the metrics file costs records, not the run: it is said once, training
+// and the checkpoints go on, and the file is written again when space comes back.
+BOOST_AUTO_TEST_CASE(a_full_disk_under_the_metrics_file_is_said_and_the_run_goes_on) {
+  if (!root_or_skip()) return;
+  const std::string dir = traintest::run_dir("fullmetrics"), out = traintest::run_dir("fullmetrics-run");
+  BOOST_REQUIRE(private_tmpfs(dir, 1));
+  const std::string filler = dir + "/filler";
+  fill(filler);
+  auto p = nettest::spawn(traintest::train_argv({"--out", out, "--steps", "40", "--eval-every", "0", "--metrics",
+                                                 dir + "/metrics.jsonl"}),
+                          "fullmetrics");
+  const bool said = nettest::wait_until([&] { return nettest::contains(p.err(), "cannot write the metrics file"); }, 120);
+  fs::remove(filler);
+  nettest::wait_one(p, 300);
+  const std::string log = p.err() + p.out();
+  BOOST_REQUIRE_MESSAGE(said, log);
+  BOOST_TEST(p.exit_code == 0, log);
+  BOOST_TEST(nettest::contains(log, "(No space left on device); training goes on"), log);
+  BOOST_TEST(nettest::contains(log, "is written again"), log);
+  // said once per outage, not once per step
+  size_t times = 0;
+  for (size_t at = 0; (at = log.find("cannot write the metrics file", at)) != std::string::npos; ++at) ++times;
+  BOOST_TEST(times == 1u);
+  BOOST_TEST(rt::train::checkpoint_steps(out, 0).back() == 40);
+  const auto records = traintest::metric_records(dir + "/metrics.jsonl");
+  BOOST_REQUIRE(!records.empty());
+  BOOST_TEST(records.back()["step"] == 40);
+  ::umount2(dir.c_str(), MNT_DETACH);
+}
+
 BOOST_AUTO_TEST_CASE(a_failed_final_save_exits_1_and_leaves_no_partial_checkpoint) {
   if (!root_or_skip()) return;
   const std::string out = traintest::run_dir("fullfinal");

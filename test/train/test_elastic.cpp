@@ -42,27 +42,17 @@ constexpr double kWait = 120;
 // which a rendezvous gives up.
 constexpr double kLossBound = kPeerTimeout + 35;
 
-std::vector<json> records(const std::string& metrics) {
-  std::vector<json> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto rec = json::parse(line, nullptr, false);
-    if (!rec.is_discarded()) out.push_back(rec);
-  }
-  return out;
-}
-
 // The membership records of the metrics file, in order.
 std::vector<json> events(const std::string& metrics) {
   std::vector<json> out;
-  for (auto& r : records(metrics))
+  for (auto& r : metric_records(metrics))
     if (r.contains("event")) out.push_back(r);
   return out;
 }
 
 int64_t last_step(const std::string& metrics) {
   int64_t s = 0;
-  for (auto& r : records(metrics))
+  for (auto& r : metric_records(metrics))
     if (r.contains("loss")) s = std::max(s, r["step"].get<int64_t>());
   return s;
 }
@@ -86,7 +76,7 @@ void check_event(const json& e, const std::string& kind, int rank, int world) {
 // Every step from 1 to the last has exactly one loss record: none lost, none twice.
 void check_every_step_once(const std::string& metrics) {
   std::map<int64_t, int> seen;
-  for (auto& r : records(metrics))
+  for (auto& r : metric_records(metrics))
     if (r.contains("loss")) ++seen[r["step"].get<int64_t>()];
   const int64_t last = seen.empty() ? 0 : seen.rbegin()->first;
   BOOST_TEST(last > 0);

@@ -90,6 +90,15 @@ json watcher_state(int port) {
   return json::parse(http_body(r), nullptr, false);
 }
 
+// Rank r's state as the watcher has it from the job ("" while it has none).
+std::string member_state(int port, int rank) {
+  const json st = watcher_state(port);
+  if (st.is_null() || !st["status"].contains("members")) return "";
+  for (const auto& m : st["status"]["members"])
+    if (m["rank"] == rank) return m["state"];
+  return "";
+}
+
 bool have(const char* program) { return nettest::run_shell(std::string("command -v ") + program + " >/dev/null") == 0; }
 
 const char* chromium_program() { return have("chromium") ? "chromium" : have("chromium-browser") ? "chromium-browser" : nullptr; }
@@ -114,16 +123,6 @@ std::string dom_value(const std::string& dom, const std::string& id, bool text =
   const std::regex inner("id=\"" + id + "\"[^>]*>([^<]*)<");
   if (std::regex_search(dom, m, text ? inner : attr)) return m[1];
   return "";
-}
-
-std::vector<json> metric_records(const std::string& path) {
-  std::vector<json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    auto r = json::parse(line, nullptr, false);
-    if (!r.is_discarded()) out.push_back(r);
-  }
-  return out;
 }
 
 nettest::Proc start_watcher(int job_port, int http_port, const std::string& key, const std::string& tag) {
@@ -418,13 +417,7 @@ BOOST_AUTO_TEST_CASE(page_and_prometheus_follow_a_running_job) {
   // A killed rank shows as lost, and the watcher, which was asking it, moves to rank 0.
   ::kill(ranks[1].pid, SIGKILL);
   nettest::wait_one(ranks[1], 10);
-  BOOST_REQUIRE(nettest::wait_until([&] {
-    const json st = watcher_state(http);
-    if (st.is_null() || !st["status"].contains("members")) return false;
-    for (const auto& m : st["status"]["members"])
-      if (m["rank"] == 1 && m["state"] == "lost") return true;
-    return false;
-  }, kWait));
+  BOOST_REQUIRE(nettest::wait_until([&] { return member_state(http, 1) == "lost"; }, kWait));
   dom = page_dom(http);
   BOOST_TEST(dom_value(dom, "rank-state-1", true) == "lost", dom.substr(0, 3000));
   BOOST_TEST(nettest::contains(dom, "rank 1 lost"), "the membership event is listed");
@@ -432,13 +425,7 @@ BOOST_AUTO_TEST_CASE(page_and_prometheus_follow_a_running_job) {
 
   // Rank 1, started again with its command, joins: the page shows it live again.
   ranks[1] = start_rank("watch", {2, 2}, port, {"--steps", "100000", "--eval-every", "5", "--eval-tokens", "2048"}, 1, "watch-r1b");
-  BOOST_REQUIRE_MESSAGE(nettest::wait_until([&] {
-    const json st = watcher_state(http);
-    if (st.is_null() || !st["status"].contains("members")) return false;
-    for (const auto& m : st["status"]["members"])
-      if (m["rank"] == 1 && m["state"] == "live") return true;
-    return false;
-  }, kWait), ranks[1].err());
+  BOOST_REQUIRE_MESSAGE(nettest::wait_until([&] { return member_state(http, 1) == "live"; }, kWait), ranks[1].err());
   dom = page_dom(http);
   BOOST_TEST(dom_value(dom, "rank-state-1", true) == "live");
   BOOST_TEST(nettest::contains(dom, "rank 1 joined"), "the join is listed");

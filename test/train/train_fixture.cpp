@@ -61,6 +61,16 @@ std::vector<std::string> train_argv(const std::vector<std::string>& extra) {
 
 std::string run_dir(const std::string& name) { return nettest::scratch_dir() + "/" + name; }
 
+std::vector<nlohmann::json> metric_records(const std::string& metrics_path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(metrics_path);
+  for (std::string line; std::getline(in, line);) {
+    auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!rec.is_discarded()) out.push_back(std::move(rec));
+  }
+  return out;
+}
+
 std::vector<double> losses(const std::string& metrics_path) {
   std::vector<double> out;
   std::ifstream in(metrics_path);

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace traintest {
 
 // Writes a small synthetic corpus and runs `ringtrain data prepare` on it (once per process).
@@ -14,6 +16,8 @@ std::vector<std::string> tiny_model_flags();
 std::vector<std::string> train_argv(const std::vector<std::string>& extra);
 // A directory for the run called `name`, in this test process's scratch directory.
 std::string run_dir(const std::string& name);
+// Every record of a metrics file that parses, in order (a line cut by a crash is left out).
+std::vector<nlohmann::json> metric_records(const std::string& metrics_path);
 // Loss of every step record in a metrics file, in order.
 std::vector<double> losses(const std::string& metrics_path);
 // Lines in s (its newline characters): an error message must be exactly one.

@@ -29,6 +29,7 @@ class MetricsWriter {
  private:
   std::FILE* f_ = nullptr;
   std::string path_;
+  bool write_failed_ = false;
   MetricHistory history_;
 };
 

@@ -44,7 +44,11 @@ nettest::Proc start_rank(const std::string& out, const std::vector<int>& batches
 }
 
 void require_all_ok(std::vector<nettest::Proc>& procs) {
-  for (auto& p : procs) BOOST_REQUIRE_MESSAGE(p.exit_code == 0, "exit " << p.exit_code << ": " << p.err());
+  for (auto& p : procs)
+    BOOST_REQUIRE_MESSAGE(p.exit_code == 0, "exit " << p.exit_code
+                                                    << (p.exit_code == -1 ? " (signal " + std::to_string(p.signal) + ")" : "")
+                                                    << (p.exit_code == -2 ? " (still running at the deadline)" : "") << ": "
+                                                    << p.err());
 }
 
 bool wait_for_steps(const std::string& metrics, size_t n, double deadline_s) {

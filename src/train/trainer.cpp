@@ -286,10 +286,14 @@ void Trainer::save_periodic_checkpoint() {
 // For the tests of a diverged rank only: RINGTRAIN_TEST_POISON=R:S makes rank R set one
 // parameter (of lm_head, so every loss sees it) to NaN before the forward pass of step S, as
 // a diverged update would.
+// The variable is read once, at the first step.
 void Trainer::poison_for_test() {
-  const char* spec = std::getenv("RINGTRAIN_TEST_POISON");
-  if (!spec || std::atoi(spec) != o_.rank || !std::strchr(spec, ':')) return;
-  if (std::atoll(std::strchr(spec, ':') + 1) != step_ + 1) return;
+  static const int64_t poison_step = [this]() -> int64_t {
+    const char* spec = std::getenv("RINGTRAIN_TEST_POISON");
+    if (!spec || std::atoi(spec) != o_.rank || !std::strchr(spec, ':')) return -1;
+    return std::atoll(std::strchr(spec, ':') + 1);
+  }();
+  if (poison_step != step_ + 1) return;
   for (const auto& p : model_->params().all())
     if (p.name == "lm_head.weight") p.data[0] = std::nanf("");  // in every token's logits
 }

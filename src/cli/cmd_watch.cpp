@@ -39,9 +39,9 @@ net::HttpResponse route(watch::JobWatcher& watcher, const net::HttpRequest& req)
   if (req.path == "/api/state") return {200, json_type, watcher.state().dump()};
   if (req.path == "/api/history") {
     const std::string after = net::query_value(req.query, "after");
-    if (after.size() > 19 || after.find_first_not_of("0123456789") != std::string::npos)
-      return {400, "text/plain; charset=utf-8", "after must be a record number\n"};
-    return {200, json_type, watcher.history_after(after.empty() ? 0 : std::stoull(after), 256 << 10).dump()};
+    const auto seq = after.empty() ? std::optional<uint64_t>(0) : train::MetricHistory::parse_seq(after);
+    if (!seq) return {400, "text/plain; charset=utf-8", "after must be a record number\n"};
+    return {200, json_type, watcher.history_after(*seq, 256 << 10)};
   }
   if (req.path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", watcher.prometheus()};
   if (const auto* a = watch::find_page_asset(req.path == "/index.html" ? "/" : req.path))

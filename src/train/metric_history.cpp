@@ -83,7 +83,12 @@ void MetricHistory::clear() {
   last_step_record_ = -1;
 }
 
-json MetricHistory::after(uint64_t after_seq, size_t max_bytes) const {
+std::optional<uint64_t> MetricHistory::parse_seq(std::string_view text) {
+  if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  return std::stoull(std::string(text));  // 19 digits fit in 64 bits
+}
+
+std::string MetricHistory::after(uint64_t after_seq, size_t max_bytes, const std::string& extra_members) const {
   std::lock_guard lk(mu_);
   auto it = std::upper_bound(entries_.begin(), entries_.end(), after_seq,
                              [](uint64_t s, const Entry& e) { return s < e.seq; });
@@ -97,13 +102,11 @@ json MetricHistory::after(uint64_t after_seq, size_t max_bytes) const {
     records += "{\"seq\":" + std::to_string(it->seq) + ",\"r\":" + it->json + "}";
     used += cost;
   }
-  json out = json::parse("{\"records\":[" + records + "]}");
-  out["more"] = it != entries_.end();
-  out["stride"] = stride_;
-  out["last_seq"] = entries_.empty() ? 0 : entries_.back().seq;
-  out["id"] = id_;
-  out["events_total"] = events_total_;
-  return out;
+  const uint64_t last = entries_.empty() ? 0 : entries_.back().seq;
+  return "{\"records\":[" + records + "],\"more\":" + (it != entries_.end() ? "true" : "false") +
+         ",\"stride\":" + std::to_string(stride_) + ",\"last_seq\":" + std::to_string(last) + ",\"id\":\"" + id_ +
+         "\",\"events_total\":" + std::to_string(events_total_) + (extra_members.empty() ? "" : "," + extra_members) +
+         "}";
 }
 
 uint64_t MetricHistory::last_seq() const {

@@ -60,10 +60,9 @@ net::ServiceHandler Trainer::service_handler() {
     if (req == "status") return status_.text();
     // `ringtrain watch`: the metric records after the watcher's last one, a reply's worth.
     if (req.rfind("metrics after ", 0) == 0) {
-      const std::string n = req.substr(14);
-      if (n.empty() || n.size() > 19 || n.find_first_not_of("0123456789") != std::string::npos)
-        return "error: 'metrics after N' takes a record number N >= 0";
-      return metrics_.history().after(std::stoull(n), kHistoryReplyBytes).dump();
+      const auto after = MetricHistory::parse_seq(std::string_view(req).substr(14));
+      if (!after) return "error: 'metrics after N' takes a record number N >= 0";
+      return metrics_.history().after(*after, kHistoryReplyBytes);
     }
     auto is_member = [this](int rank) {
       std::lock_guard lk(members_mu_);

@@ -111,11 +111,10 @@ json JobWatcher::state() const {
   return s;
 }
 
-json JobWatcher::history_after(uint64_t seq, size_t max_bytes) const {
-  json h = history_.after(seq, max_bytes);
+std::string JobWatcher::history_after(uint64_t seq, size_t max_bytes) const {
+  // Under mu_, as read_history() clears and refills: the records and their generation agree.
   std::lock_guard lk(mu_);
-  h["generation"] = generation_;
-  return h;
+  return history_.after(seq, max_bytes, "\"generation\":" + std::to_string(generation_));
 }
 
 std::string JobWatcher::prometheus() const {

@@ -41,7 +41,7 @@ json step_record(int64_t step, double loss = 1.0) { return {{"step", step}, {"lo
 
 std::vector<int64_t> held_steps(const rt::train::MetricHistory& h) {
   std::vector<int64_t> out;
-  const json page = h.after(0, size_t(1) << 30);
+  const json page = json::parse(h.after(0, size_t(1) << 30));
   for (const auto& e : page["records"])
     if (!e["r"].contains("event") && !e["r"].contains("val_bpb")) out.push_back(e["r"]["step"].get<int64_t>());
   return out;
@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(undone_steps_are_dropped) {
   h.add(step_record(7, 0.5));
   BOOST_TEST((held_steps(h) == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7}));
   BOOST_TEST(h.last_seq() > before);
-  BOOST_TEST(h.after(before, 1 << 20)["records"].size() == 1u);
+  BOOST_TEST(json::parse(h.after(before, 1 << 20))["records"].size() == 1u);
   h.add({{"no step", 1}});  // ignored
   h.add({{"step", "7"}});    // ignored
   BOOST_TEST(h.size() == 7u);
@@ -177,7 +177,7 @@ BOOST_AUTO_TEST_CASE(pages_fit_their_bound) {
   uint64_t after = 0;
   size_t seen = 0, pages = 0;
   while (true) {
-    const json p = h.after(after, rt::train::kHistoryReplyBytes);
+    const json p = json::parse(h.after(after, rt::train::kHistoryReplyBytes));
     BOOST_TEST(p.dump().size() <= rt::train::kHistoryReplyBytes + 200);
     for (const auto& e : p["records"]) {
       BOOST_TEST(e["seq"].get<uint64_t>() > after);

@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -35,9 +37,13 @@ class MetricHistory {
   void add(const nlohmann::json& record);
   void clear();
   // The records numbered after `after_seq`, oldest first, as long as their JSON fits in
-  // max_bytes (at least one is returned if any is there): {"records": [{"seq": N, "r": {...}}],
-  // "more": bool, "stride": S, "last_seq": N, "id": ID, "events_total": E}.
-  nlohmann::json after(uint64_t after_seq, size_t max_bytes) const;
+  // max_bytes (at least one is returned if any is there), as JSON text: {"records": [{"seq":
+  // N, "r": {...}}], "more": bool, "stride": S, "last_seq": N, "id": ID, "events_total": E}.
+  // Text, not a json value: each record is kept serialised, and the reply is those bytes.
+  // `extra_members` (e.g. "\"generation\":3") is added to the object as it is.
+  std::string after(uint64_t after_seq, size_t max_bytes, const std::string& extra_members = "") const;
+  // A record number as a client writes it (digits only, at most 19); nullopt otherwise.
+  static std::optional<uint64_t> parse_seq(std::string_view text);
   uint64_t last_seq() const;
   size_t size() const;
   int64_t stride() const;

@@ -38,8 +38,9 @@ class JobWatcher {
   // (seconds since the job last answered, or null), "generation" (changes whenever the history
   // was read again from scratch), "last_seq", "events_total", "stride"}.
   nlohmann::json state() const;
-  // The watcher's copy of the history after the watcher's own record number.
-  nlohmann::json history_after(uint64_t seq, size_t max_bytes) const;
+  // The watcher's copy of the history after the watcher's own record number, as JSON text
+  // (MetricHistory::after's, with "generation").
+  std::string history_after(uint64_t seq, size_t max_bytes) const;
   // /metrics in Prometheus' text exposition format.
   std::string prometheus() const;
   // Asks the job to checkpoint and exit (`ringtrain stop`); returns the job's answer.

@@ -90,7 +90,7 @@ int cmd_status(int argc, char** argv) {
       std::printf("%s\n", reply.c_str());
       return 0;
     }
-    std::printf("%s", status_text(watch::checked_status(reply)).c_str());
+    std::printf("%s", status_text(watch::checked_status_object(s)).c_str());
     return 0;
   }
   std::signal(SIGINT, on_interrupt);

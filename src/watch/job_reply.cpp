@@ -75,6 +75,11 @@ json checked_status(const std::string& reply) {
     // Not JSON: the job's own words (e.g. an error of an older release), shown as such.
     bad("text that is not a status: '" + reply.substr(0, 120) + "'");
   }
+  return checked_status_object(in);
+}
+
+json checked_status_object(const json& in) {
+  if (!in.is_object()) bad("a status that is not an object");
   json out = json::object();
   integer(in, out, "step", 0, int64_t(kMaxCount));
   integer(in, out, "steps", 0, int64_t(kMaxCount));

@@ -18,6 +18,8 @@ inline constexpr size_t kMaxReplyText = 512;      // an address, a checkpoint di
 
 // The job's "status" reply, checked. Throws RuntimeError naming the bad field.
 nlohmann::json checked_status(const std::string& reply);
+// The same for a reply already parsed (an object).
+nlohmann::json checked_status_object(const nlohmann::json& reply);
 
 // One history reply, checked: {"id", "last_seq", "more", "events_total", "records":
 // [{"seq", "r"}]} with seq increasing and above `after_seq`, each record checked by

@@ -1,9 +1,10 @@
 // The rendezvous of an elastic job: see rendezvous.hpp for the protocol.
 #include "ringtrain/net/rendezvous.hpp"
 
+#include "rendezvous_wire.hpp"
+
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,89 +14,18 @@
 #include <chrono>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 namespace rt::net {
 namespace {
 
+using wire::words;
+
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kMaxEpoch = int64_t(1) << 40;
-constexpr int64_t kMaxStep = int64_t(1) << 50;
-constexpr size_t kMaxWords = 16;
 // How long the coordinator keeps its lobby open for members to fetch the decision.
 constexpr double kHandOutS = 5;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::vector<std::string> words(const std::string& line) {
-  std::vector<std::string> out;
-  std::istringstream in(line);
-  for (std::string w; in >> w;) {
-    if (out.size() == kMaxWords) return {};
-    out.push_back(w);
-  }
-  return out;
-}
-
-bool parse_int(const std::string& s, int64_t lo, int64_t hi, int64_t& out) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi) return false;
-  out = v;
-  return true;
-}
-
-std::string list_text(const std::vector<int>& v) {
-  if (v.empty()) return "-";
-  std::string s;
-  for (int r : v) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(r);
-  }
-  return s;
-}
-
-// "-" or "a,b,c": distinct ascending ranks below world.
-std::optional<std::vector<int>> parse_list(const std::string& s, int world) {
-  std::vector<int> out;
-  if (s == "-") return out;
-  size_t at = 0;
-  while (at <= s.size()) {
-    size_t comma = s.find(',', at);
-    if (comma == std::string::npos) comma = s.size();
-    int64_t r;
-    if (!parse_int(s.substr(at, comma - at), 0, world - 1, r)) return std::nullopt;
-    if (!out.empty() && r <= out.back()) return std::nullopt;
-    out.push_back(int(r));
-    at = comma + 1;
-  }
-  return out;
-}
-
-std::string encode_go(const Membership& m) {
-  return "elastic go " + std::to_string(m.epoch) + " " + list_text(m.members) + " " + std::to_string(m.state_epoch) +
-         " " + list_text(m.state_members) + " " + list_text(m.stateful) + " " + std::to_string(m.target_step);
-}
-
-std::optional<Membership> decode_go(const std::vector<std::string>& w, int world) {
-  if (w.size() != 8 || w[0] != "elastic" || w[1] != "go") return std::nullopt;
-  Membership m;
-  if (!parse_int(w[2], 1, kMaxEpoch, m.epoch) || !parse_int(w[4], -1, kMaxEpoch, m.state_epoch) ||
-      !parse_int(w[7], 0, kMaxStep, m.target_step))
-    return std::nullopt;
-  auto members = parse_list(w[3], world), state_members = parse_list(w[5], world), stateful = parse_list(w[6], world);
-  if (!members || members->empty() || !state_members || !stateful) return std::nullopt;
-  m.members = *members, m.state_members = *state_members, m.stateful = *stateful;
-  for (int r : m.stateful)
-    if (m.index_of(r) < 0) return std::nullopt;
-  return m;
-}
-
-std::string encode_checkin(int rank, const MemberState& s) {
-  return "elastic checkin " + std::to_string(rank) + " " + std::to_string(s.epoch) + " " + std::to_string(s.step) + " " +
-         std::to_string(s.oldest_step) + " " + list_text(s.members);
-}
 
 // The new ring from what every rank in the lobby said (the coordinator's own state included).
 // The state that goes on is the newest ring's, at the step the most of its members can be
@@ -179,12 +109,12 @@ bool nothing_listens(const PeerAddress& a) {
 }
 
 PeerView parse_status(const std::string& answer) {
-  auto w = words(answer);
+  const wire::StatusAnswer a = wire::parse_status(answer);
   PeerView v;
-  v.seen = PeerView::Other;
-  if (w.size() != 3 || w[0] != "elastic" || !parse_int(w[2], -1, kMaxEpoch, v.epoch)) return v;
-  if (w[1] == "running") v.seen = PeerView::Running;
-  if (w[1] == "lobby") v.seen = PeerView::Lobby;
+  v.seen = a.kind == wire::StatusAnswer::Running ? PeerView::Running
+           : a.kind == wire::StatusAnswer::Lobby ? PeerView::Lobby
+                                                 : PeerView::Other;
+  v.epoch = a.epoch;
   return v;
 }
 
@@ -235,22 +165,16 @@ class Lobby {
 
  private:
   std::string checkin(const std::vector<std::string>& w) {
-    int64_t rank, epoch, step, oldest;
-    // Bounded by the job: the next ring's epoch (one more) must still be a valid one, and no
-    // member has done more steps than the job has.
-    if (!parse_int(w[2], 0, world_ - 1, rank) || rank == me_ || !parse_int(w[3], -1, kMaxEpoch - 1, epoch) ||
-        !parse_int(w[4], 0, max_step_, step) || !parse_int(w[5], 0, step, oldest))
-      return "error: malformed checkin";
-    auto members = parse_list(w[6], world_);
-    if (!members || (epoch >= 0 && !std::binary_search(members->begin(), members->end(), int(rank))))
-      return "error: malformed checkin";
+    const auto c = wire::decode_checkin(w, world_, me_, max_step_);
+    if (!c) return "error: malformed checkin";
+    const auto& [rank, state] = *c;
     std::lock_guard lk(mu_);
     if (decision_) {
-      if (decision_->index_of(int(rank)) < 0) return "elastic later";
+      if (decision_->index_of(rank) < 0) return "elastic later";
       fetched_[size_t(rank)] = true;
-      return encode_go(*decision_);
+      return wire::encode_go(*decision_);
     }
-    checkins_[int(rank)] = MemberState{epoch, *members, step, oldest};
+    checkins_[rank] = state;
     return "elastic wait";
   }
 
@@ -342,7 +266,7 @@ std::string ring_job_id(const std::string& job_id, int64_t epoch) {
 
 Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
   const int world = int(o.peers.size());
-  Lobby lobby(o.rank, world, std::min(o.max_step, kMaxStep), mine, o.other_requests);
+  Lobby lobby(o.rank, world, std::min(o.max_step, wire::kMaxStep), mine, o.other_requests);
   CommOptions co;
   co.rank = 0;
   co.peers = {o.peers[size_t(o.rank)]};
@@ -385,9 +309,9 @@ Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
       continue;
     }
     if (present.front() != o.rank) {
-      if (auto reply = ask(o, present.front(), encode_checkin(o.rank, mine), checkins_unanswered)) {
+      if (auto reply = ask(o, present.front(), wire::encode_checkin(o.rank, mine), checkins_unanswered)) {
         checkins_unanswered = 0;
-        auto m = decode_go(words(*reply), world);
+        auto m = wire::decode_go(words(*reply), world);
         if (m && m->index_of(o.rank) >= 0) return *m;
       } else {
         ++checkins_unanswered;
@@ -410,7 +334,7 @@ std::optional<std::string> answer_while_running(const std::string& request, int6
   if (w.empty() || w[0] != "elastic") return std::nullopt;
   if (w.size() == 2 && w[1] == "status") return "elastic running " + std::to_string(epoch);
   int64_t rank;
-  if (w.size() == 3 && w[1] == "join" && parse_int(w[2], 0, world - 1, rank)) {
+  if (w.size() == 3 && w[1] == "join" && wire::parse_int(w[2], 0, world - 1, rank)) {
     // A member's request arrived late (it asked again while the ring formed): nothing to do.
     if (!is_member(int(rank))) wants_to_join(int(rank));
     return "elastic ok";

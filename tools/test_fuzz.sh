@@ -4,6 +4,7 @@
 # test/fuzz/corpus/ first, then RINGTRAIN_FUZZ_SECONDS of fuzzing (default 20). tools/test.sh
 # calls this after the sanitizer pass and counts these results in its summary line.
 #   RINGTRAIN_FUZZ_BUILD_DIR  build directory (default: build-fuzz)
+#   RINGTRAIN_BUILD_ONLY=1    build, run nothing
 #   bash tools/test_fuzz.sh fuzz/http_head      one target; RINGTRAIN_FUZZ_SECONDS=600 for a long run
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,4 +27,5 @@ if ! meson compile -C "$build" $targets >"$compile_log" 2>&1; then
   echo "fuzz pass: the build failed (whole log: $compile_log)" >&2
   exit 1
 fi
+[ "${RINGTRAIN_BUILD_ONLY:-0}" = 1 ] && exit 0  # tools/test.sh builds early, tests later
 meson test -C "$build" --no-rebuild --suite fuzz --print-errorlogs --num-processes "${RINGTRAIN_TEST_JOBS:-2}" "$@"

@@ -5,6 +5,7 @@
 # network, checkpoints, the trainer) fails the run. tools/test.sh calls this after the
 # plain suites and counts these results in its summary line.
 #   RINGTRAIN_SAN_BUILD_DIR  build directory (default: build-san)
+#   RINGTRAIN_BUILD_ONLY=1   build, run nothing
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${RINGTRAIN_SAN_BUILD_DIR:-build-san}
@@ -24,6 +25,7 @@ if ! meson compile -C "$build" ringtrain test_net net_rank_driver hostile_peer t
   echo "sanitizer pass: the build failed (whole log: $compile_log)" >&2
   exit 1
 fi
+[ "${RINGTRAIN_BUILD_ONLY:-0}" = 1 ] && exit 0  # tools/test.sh builds early, tests later
 # Stop at the first report, with a stack; leaks count (suppressions: libraries' own caches).
 export ASAN_OPTIONS="abort_on_error=0:halt_on_error=1:detect_leaks=1:quarantine_size_mb=64${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"

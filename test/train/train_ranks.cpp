@@ -44,11 +44,18 @@ nettest::Proc start_rank(const std::string& out, const std::vector<int>& batches
 }
 
 void require_all_ok(std::vector<nettest::Proc>& procs) {
-  for (auto& p : procs)
-    BOOST_REQUIRE_MESSAGE(p.exit_code == 0, "exit " << p.exit_code
-                                                    << (p.exit_code == -1 ? " (signal " + std::to_string(p.signal) + ")" : "")
-                                                    << (p.exit_code == -2 ? " (still running at the deadline)" : "") << ": "
-                                                    << p.err());
+  // Every process's outcome is told, not only the first bad one: which rank went wrong first
+  // is often in another rank's log.
+  bool all_ok = true;
+  for (size_t r = 0; r < procs.size(); ++r) {
+    const auto& p = procs[r];
+    if (p.exit_code == 0) continue;
+    all_ok = false;
+    BOOST_ERROR("process " << r << ": exit " << p.exit_code
+                           << (p.exit_code == -1 ? " (signal " + std::to_string(p.signal) + ")" : "")
+                           << (p.exit_code == -2 ? " (still running at the deadline)" : "") << ": " << p.err());
+  }
+  BOOST_REQUIRE_MESSAGE(all_ok, "not every process exited 0 (each is told above)");
 }
 
 bool wait_for_steps(const std::string& metrics, size_t n, double deadline_s) {

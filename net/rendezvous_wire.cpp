@@ -1,0 +1,105 @@
+// The lines of the rendezvous protocol: see rendezvous_wire.hpp.
+#include "rendezvous_wire.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+
+namespace rt::net::wire {
+namespace {
+constexpr size_t kMaxWords = 16;
+}  // namespace
+
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) {
+    if (out.size() == kMaxWords) return {};
+    out.push_back(w);
+  }
+  return out;
+}
+
+bool parse_int(const std::string& s, int64_t lo, int64_t hi, int64_t& out) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
+
+std::string list_text(const std::vector<int>& v) {
+  if (v.empty()) return "-";
+  std::string s;
+  for (int r : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(r);
+  }
+  return s;
+}
+
+std::optional<std::vector<int>> parse_list(const std::string& s, int world) {
+  std::vector<int> out;
+  if (s == "-") return out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t comma = s.find(',', at);
+    if (comma == std::string::npos) comma = s.size();
+    int64_t r;
+    if (!parse_int(s.substr(at, comma - at), 0, world - 1, r)) return std::nullopt;
+    if (!out.empty() && r <= out.back()) return std::nullopt;
+    out.push_back(int(r));
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string encode_go(const Membership& m) {
+  return "elastic go " + std::to_string(m.epoch) + " " + list_text(m.members) + " " + std::to_string(m.state_epoch) +
+         " " + list_text(m.state_members) + " " + list_text(m.stateful) + " " + std::to_string(m.target_step);
+}
+
+std::optional<Membership> decode_go(const std::vector<std::string>& w, int world) {
+  if (w.size() != 8 || w[0] != "elastic" || w[1] != "go") return std::nullopt;
+  Membership m;
+  if (!parse_int(w[2], 1, kMaxEpoch, m.epoch) || !parse_int(w[4], -1, kMaxEpoch, m.state_epoch) ||
+      !parse_int(w[7], 0, kMaxStep, m.target_step))
+    return std::nullopt;
+  auto members = parse_list(w[3], world), state_members = parse_list(w[5], world), stateful = parse_list(w[6], world);
+  if (!members || members->empty() || !state_members || !stateful) return std::nullopt;
+  m.members = *members, m.state_members = *state_members, m.stateful = *stateful;
+  for (int r : m.stateful)
+    if (m.index_of(r) < 0) return std::nullopt;
+  return m;
+}
+
+std::string encode_checkin(int rank, const MemberState& s) {
+  return "elastic checkin " + std::to_string(rank) + " " + std::to_string(s.epoch) + " " + std::to_string(s.step) + " " +
+         std::to_string(s.oldest_step) + " " + list_text(s.members);
+}
+
+std::optional<std::pair<int, MemberState>> decode_checkin(const std::vector<std::string>& w, int world, int me,
+                                                          int64_t max_step) {
+  if (w.size() != 7 || w[0] != "elastic" || w[1] != "checkin") return std::nullopt;
+  int64_t rank, epoch, step, oldest;
+  if (!parse_int(w[2], 0, world - 1, rank) || rank == me || !parse_int(w[3], -1, kMaxEpoch - 1, epoch) ||
+      !parse_int(w[4], 0, std::min(max_step, kMaxStep), step) || !parse_int(w[5], 0, step, oldest))
+    return std::nullopt;
+  auto members = parse_list(w[6], world);
+  if (!members || (epoch >= 0 && !std::binary_search(members->begin(), members->end(), int(rank)))) return std::nullopt;
+  return std::make_pair(int(rank), MemberState{epoch, std::move(*members), step, oldest});
+}
+
+StatusAnswer parse_status(const std::string& answer) {
+  const auto w = words(answer);
+  StatusAnswer a;
+  int64_t epoch;
+  if (w.size() != 3 || w[0] != "elastic" || !parse_int(w[2], -1, kMaxEpoch, epoch)) return a;
+  if (w[1] == "running") a.kind = StatusAnswer::Running;
+  else if (w[1] == "lobby") a.kind = StatusAnswer::Lobby;
+  else return a;
+  a.epoch = epoch;
+  return a;
+}
+
+}  // namespace rt::net::wire

@@ -66,7 +66,7 @@ cores=$(nproc)
 last=$((n - 1))
 start_rank() {  # rank, log file
   ip netns exec "${prefix}h$1" taskset -c "$(($1 % cores))" "$bin" train --data "$data" --depth "$depth" --seq-len "$seq" \
-    --device-batch "$batch" --steps 100000 --eval-every 0 --threads 1 --no-progress --out "$work/run" --rank "$1" \
+    --device-batch "$batch" --total-batch 0 --steps 100000 --eval-every 0 --threads 1 --no-progress --out "$work/run" --rank "$1" \
     --peers "$peers" --key "$key" --peer-timeout "$peer_timeout" > "$2" 2>&1 &
   echo $!
 }

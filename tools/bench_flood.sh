@@ -50,7 +50,7 @@ run() {  # run TAG FLOOD(0|1): prints "TOK_PER_S SAVED"
   local out=$work/$1 pids=() flood=""
   for r in 0 1; do
     prlimit --nofile=1024: -- "$bin" train --data "$data" --out "$out" --depth "$depth" --seq-len 256 \
-      --device-batch 2 --steps "$steps" --save-every 5 --eval-every 0 --eval-tokens 4096 --threads 1 --no-progress \
+      --device-batch 2 --total-batch 0 --steps "$steps" --save-every 5 --eval-every 0 --eval-tokens 4096 --threads 1 --no-progress \
       --rank $r --peers "$peers" --key "$work/job.key" >"$out.r$r.log" 2>&1 &
     pids+=($!)
   done

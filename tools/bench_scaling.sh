@@ -139,7 +139,7 @@ median() {
   printf '%s\n' "$@" | grep -v '^-\|^$' | sort -n | awk -v f="$fmt" '{a[NR]=$1} END {if (NR) printf f, (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2); else printf "-"}'
 }
 
-common=(train --data "$data" --depth "$depth" --seq-len 1024 --device-batch 2 --steps 1000 --stop-after "$((steps + warmup + tail))"
+common=(train --data "$data" --depth "$depth" --seq-len 1024 --device-batch 2 --total-batch 0 --steps 1000 --stop-after "$((steps + warmup + tail))"
         --eval-every 0 --eval-tokens 1024 --threads 1 --no-progress)
 run_rt() {  # name, then extra flags; 0 ranks means one process without --peers
   local name=$1 world=$2; shift 2
@@ -158,7 +158,7 @@ run_rt() {  # name, then extra flags; 0 ranks means one process without --peers
 run_torch() {  # name, world, seconds before the run is killed
   local name=$1 world=$2 limit=$3
   local args=(tools/reference/nanochat_ref.py train-ddp --world-size "$world" --master-addr "$a0" --master-port 29500
-              --ifname eth0 --depth "$depth" --device-batch 2 --seq-len 1024 --steps "$((steps + warmup))" --threads 1
+              --ifname eth0 --depth "$depth" --device-batch 2 --total-batch 0 --seq-len 1024 --steps "$((steps + warmup))" --threads 1
               --data "$data/train.bin" --timeout "$gloo_timeout")
   for r in $(seq $((world - 1)) -1 1); do
     in_host "$r" timeout "$limit" "$py" "${args[@]}" --rank "$r" > "$work/$name.r$r.log" 2>&1 &

@@ -43,7 +43,7 @@ if [ -z "$data" ]; then
 fi
 # Evaluate at sync steps (a multiple of H), where every mode's replicas agree.
 eval_every=$(( (steps / 8 + every - 1) / every * every ))
-common=(train --data "$data" --depth "$depth" --seq-len 256 --device-batch 8 --steps "$steps" --eval-every "$eval_every"
+common=(train --data "$data" --depth "$depth" --seq-len 256 --device-batch 8 --total-batch 0 --steps "$steps" --eval-every "$eval_every"
         --eval-tokens 32768 --threads 1 --no-progress --peers "127.0.0.1:$port,127.0.0.1:$((port + 1))")
 # Seed 42's run (the default seed) goes to $out/NAME, another seed's to $out/NAME.seedS,
 # wherever it stands in --seeds: a later call with more seeds finds each run again.

@@ -58,7 +58,7 @@ slow() { ( echo "$BASHPID" > "$cg/cgroup.procs" && exec taskset -c 1 "$@" ); }
 common=(train --data "$data" --depth "$depth" --seq-len "$seq" --steps 1000 --stop-after "$((steps + warmup))"
         --eval-every 0 --eval-tokens "$seq" --threads 1 --no-progress)
 alone() {  # name, fast|slow
-  "$2" "$bin" "${common[@]}" --device-batch "$half" --out "$work/$1" > "$work/$1.log" 2>&1
+  "$2" "$bin" "${common[@]}" --device-batch "$half" --total-batch 0 --out "$work/$1" > "$work/$1.log" 2>&1
   "$py" tools/metrics_rate.py "$work/$1/metrics.jsonl" "$warmup"
 }
 together() {  # name, then the --device-batch of rank 0 and of rank 1

@@ -54,7 +54,7 @@ rm -rf "$out/rank0" "$out/rank1" "$out/metrics.jsonl"
 # everything between the ranks is encrypted. One key per run directory, made once.
 key="$out/job.key"
 [ -f "$key" ] || "$bin" keygen --out "$key"
-common=(train --data "$data" --out "$out" --depth "$depth" --seq-len "$seq_len" --device-batch "$batch"
+common=(train --data "$data" --out "$out" --depth "$depth" --seq-len "$seq_len" --device-batch "$batch" --total-batch 0
         --steps "$steps" --eval-every "$eval_every" --eval-tokens "$eval_tokens" --threads 1 --peers "$peers"
         --key "$key")
 # Rank 1 runs in the background with its log in a file; rank 0 shows progress here. If this

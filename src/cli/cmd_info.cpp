@@ -21,10 +21,11 @@ const char* kInfoExample =
 int cmd_info(int argc, char** argv) {
   cxxopts::Options opts(argv[0], "Parameter counts, FLOPs per token and attention windows of a model config.");
   opts.add_options()
-      ("depth", "model depth N (dN: n_embd 64N, head_dim 128)", cxxopts::value<int64_t>()->default_value("8"))
+      ("depth", "model depth N (dN: n_embd 64N rounded up to whole heads, head_dim 128)", cxxopts::value<int64_t>()->default_value("8"))
+      ("aspect-ratio", "n_embd = depth x this, rounded up to whole heads", cxxopts::value<int64_t>()->default_value("64"))
       ("seq-len", "sequence length T", cxxopts::value<int64_t>()->default_value("1024"))
       ("vocab", "vocabulary size V", cxxopts::value<int64_t>()->default_value("32768"))
-      ("head-dim", "head dimension D (n_head = n_embd / D)", cxxopts::value<int64_t>())
+      ("head-dim", "head dimension D (n_head = n_embd / D)", cxxopts::value<int64_t>()->default_value("128"))
       ("n-kv-head", "key/value heads (GQA), a divisor of n_head", cxxopts::value<int64_t>())
       ("window-pattern", "S/L letters tiled over layers, last layer L", cxxopts::value<std::string>()->default_value("SSSL"))
       ("json", "print one JSON object")
@@ -41,14 +42,8 @@ int cmd_info(int argc, char** argv) {
     std::printf("%s\n%s", opts.help().c_str(), kInfoExample);
     return 0;
   }
-  auto cfg = model::ModelConfig::from_depth(r["depth"].as<int64_t>(), r["seq-len"].as<int64_t>(),
-                                            r["vocab"].as<int64_t>());
-  if (r.count("head-dim")) {
-    cfg.head_dim = r["head-dim"].as<int64_t>();
-    if (cfg.head_dim < 1) throw UsageError("--head-dim must be positive");
-    cfg.n_head = cfg.n_embd / cfg.head_dim;
-    cfg.n_kv_head = cfg.n_head;
-  }
+  auto cfg = model::ModelConfig::from_depth(r["depth"].as<int64_t>(), r["seq-len"].as<int64_t>(), r["vocab"].as<int64_t>(),
+                                            r["aspect-ratio"].as<int64_t>(), r["head-dim"].as<int64_t>());
   if (r.count("n-kv-head")) cfg.n_kv_head = r["n-kv-head"].as<int64_t>();
   cfg.window_pattern = r["window-pattern"].as<std::string>();
   cfg.validate();

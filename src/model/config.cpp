@@ -8,15 +8,18 @@
 
 namespace rt::model {
 
-ModelConfig ModelConfig::from_depth(int64_t depth, int64_t sequence_len, int64_t vocab_size) {
+ModelConfig ModelConfig::from_depth(int64_t depth, int64_t sequence_len, int64_t vocab_size, int64_t aspect_ratio,
+                                    int64_t head_dim) {
   if (depth < 1) throw UsageError("--depth " + std::to_string(depth) + " is not positive; pass --depth 1 or more");
+  if (aspect_ratio < 1)
+    throw UsageError("--aspect-ratio " + std::to_string(aspect_ratio) + " is not positive; pass 1 or more (nanochat: 64)");
+  if (head_dim < 1) throw UsageError("--head-dim " + std::to_string(head_dim) + " is not positive; pass an even --head-dim");
   ModelConfig c;
   c.n_layer = depth;
-  c.head_dim = 128;
-  c.n_embd = 64 * depth;
-  if (c.n_embd < c.head_dim) c.n_embd = c.head_dim;  // at least one head
+  c.head_dim = head_dim;
+  // base_train nudges the width up to whole heads, so that every head is head_dim wide.
+  c.n_embd = (depth * aspect_ratio + head_dim - 1) / head_dim * head_dim;
   c.n_head = c.n_embd / c.head_dim;
-  if (c.n_head < 1) c.n_head = 1;
   c.n_kv_head = c.n_head;
   c.sequence_len = sequence_len;
   c.vocab_size = vocab_size;
@@ -30,7 +33,7 @@ void ModelConfig::validate() const {
     throw UsageError("head_dim " + s(head_dim) + " must be even and at least 2 (rotary splits it in halves); pass an even --head-dim");
   if (n_embd % head_dim != 0)
     throw UsageError("n_embd " + s(n_embd) + " is not divisible by head_dim " + s(head_dim) +
-                     "; choose --depth so that 64*depth is a multiple of " + s(head_dim) + " or pass --head-dim");
+                     "; make n_embd a whole number of heads or pass another --head-dim");
   if (n_head * head_dim != n_embd)
     throw UsageError("n_head " + s(n_head) + " * head_dim " + s(head_dim) + " != n_embd " + s(n_embd) +
                      "; set n_head = n_embd / head_dim");

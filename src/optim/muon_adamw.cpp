@@ -24,21 +24,22 @@ MuonAdamW::MuonAdamW(model::ParamSet& params, const MuonAdamWOptions& options)
   auto group = [](OptimGroup g, double lr, double beta1, double beta2, double wd) {
     return AdamWGroup{model::optim_group_name(g), lr, beta1, beta2, wd, {}};
   };
+  const TrainingHyper& h = options.hyper;
   groups_ = {
-      group(OptimGroup::lm_head, 0.008 * b * d, 0.8, 0.96, 0.01),
-      group(OptimGroup::wte, 0.3 * b * d, 0.8, 0.995, 0.001),
-      group(OptimGroup::value_embeds, 0.15 * b * d, 0.8, 0.995, 0.01),
-      group(OptimGroup::resid_lambdas, 0.005 * b, 0.8, 0.95, 0.05),
-      group(OptimGroup::x0_lambdas, 0.5 * b, 0.96, 0.95, 0.0),
-      group(OptimGroup::scalars, 0.2, 0.8, 0.95, 0.0),
+      group(OptimGroup::lm_head, h.unembedding_lr * b * d, 0.8, 0.96, 0.01),
+      group(OptimGroup::wte, h.embedding_lr * b * d, 0.8, 0.995, 0.001),
+      group(OptimGroup::value_embeds, h.embedding_lr * 0.5 * b * d, 0.8, 0.995, 0.01),
+      group(OptimGroup::resid_lambdas, h.scalar_lr * 0.01 * b, 0.8, 0.95, 0.05),
+      group(OptimGroup::x0_lambdas, h.scalar_lr * b, 0.96, 0.95, 0.0),
+      group(OptimGroup::scalars, 0.2, 0.8, 0.95, 0.0),  // smear and backout: not tunable in base_train
   };
   static_assert(model::kNumAdamWGroups == 6, "one entry per AdamW group");
-  muon_lr_ = 0.02 * b;
+  muon_lr_ = h.matrix_lr * b;
 
   auto& all = params_.all();
   group_of_param_.assign(all.size(), -1);
   adamw_state_.resize(all.size());
-  int64_t scaling_params = 0;
+  int64_t scaling_params = 0, vocab_rows = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     const model::Param& p = all[i];
     const model::OptimGroup g = model::classify_param(p.name).optim;
@@ -53,7 +54,7 @@ MuonAdamW::MuonAdamW(model::ParamSet& params, const MuonAdamWOptions& options)
       scaling_params += p.numel;
       continue;
     }
-    if (g == model::OptimGroup::lm_head) scaling_params += p.numel;
+    if (g == model::OptimGroup::lm_head) scaling_params += p.numel, vocab_rows = p.shape.empty() ? 0 : p.shape[0];
     groups_[size_t(g)].params.push_back(int(i));
     group_of_param_[i] = int(g);
     adamw_state_[i].exp_avg.assign(size_t(p.numel), 0.0f);
@@ -61,14 +62,14 @@ MuonAdamW::MuonAdamW(model::ParamSet& params, const MuonAdamWOptions& options)
   }
   if (options_.scaling_params <= 0) options_.scaling_params = scaling_params;
   if (options_.scaling_params_ref <= 0)
-    options_.scaling_params_ref = reference_scaling_param_count();
+    options_.scaling_params_ref = reference_scaling_param_count(vocab_rows > 0 ? vocab_rows : 32768);
   wd_scaled_ = rt::optim::weight_decay_scaled(options_.total_batch_tokens, options_.scaling_params,
-                                              options_.scaling_params_ref);
+                                              options_.scaling_params_ref, h.weight_decay);
 }
 
 ScheduleValues MuonAdamW::schedule(int64_t it) const {
   const int64_t N = options_.num_iterations;
-  return {lr_multiplier(it, N), muon_momentum(it, N), muon_weight_decay(it, N, wd_scaled_)};
+  return {lr_multiplier(it, N, options_.hyper), muon_momentum(it, N, options_.hyper), muon_weight_decay(it, N, wd_scaled_)};
 }
 
 void MuonAdamW::step(int64_t it) {
@@ -79,7 +80,7 @@ void MuonAdamW::step(int64_t it) {
 }
 
 void MuonAdamW::step_adamw(int64_t it) {
-  const double lrm = lr_multiplier(it, options_.num_iterations);
+  const double lrm = lr_multiplier(it, options_.num_iterations, options_.hyper);
   auto& all = params_.all();
   for (const AdamWGroup& g : groups_) {
     const AdamWHyper h{g.lr * lrm, g.beta1, g.beta2, 1e-10, g.weight_decay};

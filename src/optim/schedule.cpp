@@ -5,24 +5,25 @@
 #include <numbers>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/model/config.hpp"
 
 namespace rt::optim {
 
-int64_t warmdown_iters(int64_t num_iterations) {
+int64_t warmdown_iters(int64_t num_iterations, double warmdown_ratio) {
   // std::nearbyint uses the default rounding mode, half to even, as Python's round().
-  return int64_t(std::nearbyint(kWarmdownRatio * double(num_iterations)));
+  return int64_t(std::nearbyint(warmdown_ratio * double(num_iterations)));
 }
 
-double lr_multiplier(int64_t it, int64_t num_iterations) {
-  const int64_t W = warmdown_iters(num_iterations);
-  if (it < kWarmupIters) return double(it + 1) / double(kWarmupIters);
+double lr_multiplier(int64_t it, int64_t num_iterations, const TrainingHyper& h) {
+  const int64_t W = warmdown_iters(num_iterations, h.warmdown_ratio);
+  if (it < h.warmup_steps) return double(it + 1) / double(h.warmup_steps);
   if (it <= num_iterations - W) return 1.0;
   const double p = double(num_iterations - it) / double(W);
-  return p * 1.0 + (1.0 - p) * kFinalLrFrac;
+  return p * 1.0 + (1.0 - p) * h.final_lr_frac;
 }
 
-double muon_momentum(int64_t it, int64_t num_iterations) {
-  const int64_t W = warmdown_iters(num_iterations);
+double muon_momentum(int64_t it, int64_t num_iterations, const TrainingHyper& h) {
+  const int64_t W = warmdown_iters(num_iterations, h.warmdown_ratio);
   const int64_t warmdown_start = num_iterations - W;
   if (it < kMomentumWarmupIters) {
     const double frac = double(it) / double(kMomentumWarmupIters);
@@ -60,13 +61,32 @@ int64_t scaling_param_count(int64_t n_layer, int64_t n_embd, int64_t n_head, int
   return n_layer * per_layer + ve_gates + vocab_size * C;
 }
 
-int64_t reference_scaling_param_count() {
-  return scaling_param_count(12, 768, 6, 6, 128, 32768);
+int64_t reference_scaling_param_count(int64_t vocab_size, int64_t aspect_ratio, int64_t head_dim) {
+  const auto c = model::ModelConfig::from_depth(kReferenceDepth, 1024, vocab_size, aspect_ratio, head_dim);
+  return scaling_param_count(c.n_layer, c.n_embd, c.n_head, c.n_kv_head, c.head_dim, c.vocab_size);
 }
 
-double weight_decay_scaled(int64_t total_batch_tokens, int64_t d_model, int64_t d_ref) {
+double weight_decay_scaled(int64_t total_batch_tokens, int64_t d_model, int64_t d_ref, double weight_decay) {
   if (d_model <= 0) throw UsageError("the model has no Muon matrices or lm_head; fix the model");
-  return 0.28 * batch_lr_scale(total_batch_tokens) * (double(d_ref) / double(d_model));
+  return weight_decay * batch_lr_scale(total_batch_tokens) * (double(d_ref) / double(d_model));
+}
+
+int64_t target_tokens(double ratio, int64_t d_model) {
+  if (!(ratio > 0) || !std::isfinite(ratio))
+    throw UsageError("--target-param-data-ratio must be a positive number of tokens per parameter");
+  return int64_t(ratio * double(d_model));  // Python's int(): toward zero
+}
+
+int64_t auto_total_batch(double ratio, int64_t d_model, int64_t d_ref) {
+  const double ratio_of_horizons = double(target_tokens(ratio, d_model)) / (ratio * double(d_ref));
+  const double predicted = double(kReferenceBatchTokens) * std::pow(ratio_of_horizons, kBatchSizeExponent);
+  // 2 ** round(log2(predicted)), Python's round (half to even)
+  return int64_t(1) << int(std::nearbyint(std::log2(predicted)));
+}
+
+int64_t horizon_steps(double ratio, int64_t d_model, int64_t total_batch) {
+  if (total_batch <= 0) throw UsageError("total batch must be a positive number of tokens; pass --total-batch");
+  return target_tokens(ratio, d_model) / total_batch;
 }
 
 }  // namespace rt::optim

@@ -3,6 +3,7 @@
 
 #include <cxxopts.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -20,12 +21,7 @@ const char* sync_mode_name(SyncMode m) {
 }
 
 model::ModelConfig TrainOptions::model_config(int64_t vocab_size) const {
-  model::ModelConfig c = model::ModelConfig::from_depth(depth, seq_len, vocab_size);
-  if (head_dim != c.head_dim) {
-    c.head_dim = head_dim;
-    c.n_head = c.n_embd / head_dim;
-    c.n_kv_head = c.n_head;
-  }
+  model::ModelConfig c = model::ModelConfig::from_depth(depth, seq_len, vocab_size, aspect_ratio, head_dim);
   if (n_kv_head > 0) c.n_kv_head = n_kv_head;
   c.window_pattern = window_pattern;
   c.validate();
@@ -34,9 +30,14 @@ model::ModelConfig TrainOptions::model_config(int64_t vocab_size) const {
 
 std::string TrainOptions::shared_config_text() const {
   std::ostringstream s;
-  s << "--depth=" << depth << "\n--seq-len=" << seq_len << "\n--head-dim=" << head_dim
+  s << "--depth=" << depth << "\n--aspect-ratio=" << aspect_ratio << "\n--seq-len=" << seq_len << "\n--head-dim=" << head_dim
     << "\n--n-kv-head=" << n_kv_head << "\n--window-pattern=" << window_pattern
     << "\n--device-batch-auto=" << device_batch_auto << "\n--total-batch=" << total_batch << "\n--steps=" << steps << "\n--seed=" << seed
+    << "\n--target-param-data-ratio=" << target_param_data_ratio << "\n--matrix-lr=" << hyper.matrix_lr
+    << "\n--embedding-lr=" << hyper.embedding_lr << "\n--unembedding-lr=" << hyper.unembedding_lr
+    << "\n--scalar-lr=" << hyper.scalar_lr << "\n--weight-decay=" << hyper.weight_decay
+    << "\n--warmup-steps=" << hyper.warmup_steps << "\n--warmdown-ratio=" << hyper.warmdown_ratio
+    << "\n--final-lr-frac=" << hyper.final_lr_frac
     << "\n--eval-every=" << eval_every << "\n--eval-tokens=" << eval_tokens
     << "\n--save-every=" << save_every << "\n--stop-after=" << stop_after
     << "\n--sync=" << sync_mode_name(sync) << "\n--sync-every=" << sync_every << "\n--sync-overlap=" << sync_overlap
@@ -76,6 +77,20 @@ int64_t parse_device_batch(const std::string& text, bool& is_auto) {
   return v;
 }
 
+// --total-batch and --steps: a count, or "auto" (base_train's rule, TrainOptions::kAuto).
+int64_t parse_count_or_auto(const std::string& flag, const std::string& text, const std::string& what) {
+  if (text == "auto") return TrainOptions::kAuto;
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) throw UsageError(flag + " '" + text + "' is neither " + what + " nor auto");
+  return v;
+}
+
 // A default value as cxxopts shows it: 30, not 30.000000.
 std::string number_text(double v) {
   std::ostringstream s;
@@ -93,15 +108,31 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
       ("seq-len", "sequence length T", cxxopts::value<int64_t>()->default_value("1024"))
       ("head-dim", "attention head dim", cxxopts::value<int64_t>()->default_value("128"))
       ("n-kv-head", "key/value heads (GQA); 0 = n_head", cxxopts::value<int64_t>()->default_value("0"))
-      ("window-pattern", "attention windows per layer, S short, L long", cxxopts::value<std::string>()->default_value("SSSL"));
+      ("window-pattern", "attention windows per layer, S short, L long", cxxopts::value<std::string>()->default_value("SSSL"))
+      ("aspect-ratio", "model width per layer: n_embd = depth x this, rounded up to whole heads", cxxopts::value<int64_t>()->default_value("64"));
   spec.add_options("batch and schedule")
       ("device-batch", "rows per micro-step on this rank (may differ per rank), or auto: --total-batch split between the ranks by their measured speed",
        cxxopts::value<std::string>()->default_value("2"))
-      ("total-batch", "tokens per optimizer step over all ranks (0: one micro-step per rank)", cxxopts::value<int64_t>()->default_value("0"))
-      ("steps", "optimizer steps; sets the LR, momentum and weight-decay schedules", cxxopts::value<int64_t>()->default_value("100"))
+      ("total-batch", "tokens per optimizer step over all ranks; auto: nanochat's rule (2^19 at d12, growing as the horizon^0.383, a power of two); 0: one micro-step per rank",
+       cxxopts::value<std::string>()->default_value("auto"))
+      ("steps", "optimizer steps; sets the LR, momentum and weight-decay schedules; auto: the tokens of --target-param-data-ratio over the batch",
+       cxxopts::value<std::string>()->default_value("auto"))
+      ("target-param-data-ratio", "the horizon as nanochat sets it: train on this many tokens per scaling parameter (transformer matrices + lm_head); --steps wins",
+       cxxopts::value<double>()->default_value("12"))
       ("stop-after", "save a checkpoint after this step and exit 0 (schedule unchanged); resume with --resume", cxxopts::value<int64_t>()->default_value("-1"))
       ("seed", "initialisation and data-order seed", cxxopts::value<uint64_t>()->default_value("42"))
       ("threads", "compute threads on this rank (0: all cores)", cxxopts::value<int>()->default_value("0"));
+  const optim::TrainingHyper nanochat;
+  spec.add_options("learning rates (nanochat's base_train defaults, at 2^19 tokens; scaled by sqrt(batch/2^19))")
+      ("matrix-lr", "Muon's, every matrix of the blocks", cxxopts::value<double>()->default_value(number_text(nanochat.matrix_lr)))
+      ("embedding-lr", "wte's (value_embeds take half), also scaled by (n_embd/768)^-0.5", cxxopts::value<double>()->default_value(number_text(nanochat.embedding_lr)))
+      ("unembedding-lr", "lm_head's, also scaled by (n_embd/768)^-0.5", cxxopts::value<double>()->default_value(number_text(nanochat.unembedding_lr)))
+      ("scalar-lr", "x0_lambdas' (resid_lambdas take a hundredth)", cxxopts::value<double>()->default_value(number_text(nanochat.scalar_lr)))
+      ("weight-decay", "Muon's cautious weight decay at d12 (scaled by the batch and the model's size, decays to 0 over the run)",
+       cxxopts::value<double>()->default_value(number_text(nanochat.weight_decay)))
+      ("warmup-steps", "steps of linear LR warm-up", cxxopts::value<int64_t>()->default_value(std::to_string(nanochat.warmup_steps)))
+      ("warmdown-ratio", "share of the steps at the end over which the LR decays", cxxopts::value<double>()->default_value(number_text(nanochat.warmdown_ratio)))
+      ("final-lr-frac", "LR at the last step, as a share of the LR", cxxopts::value<double>()->default_value(number_text(nanochat.final_lr_frac)));
   spec.add_options("data and output")
       ("data", "directory written by 'ringtrain data prepare'", cxxopts::value<std::string>())
       ("out", "run directory: checkpoints, metrics, log", cxxopts::value<std::string>()->default_value("runs/latest"))
@@ -162,9 +193,19 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     o.head_dim = r["head-dim"].as<int64_t>();
     o.n_kv_head = r["n-kv-head"].as<int64_t>();
     o.window_pattern = r["window-pattern"].as<std::string>();
+    o.aspect_ratio = r["aspect-ratio"].as<int64_t>();
+    o.target_param_data_ratio = r["target-param-data-ratio"].as<double>();
+    o.hyper.matrix_lr = r["matrix-lr"].as<double>();
+    o.hyper.embedding_lr = r["embedding-lr"].as<double>();
+    o.hyper.unembedding_lr = r["unembedding-lr"].as<double>();
+    o.hyper.scalar_lr = r["scalar-lr"].as<double>();
+    o.hyper.weight_decay = r["weight-decay"].as<double>();
+    o.hyper.warmup_steps = r["warmup-steps"].as<int64_t>();
+    o.hyper.warmdown_ratio = r["warmdown-ratio"].as<double>();
+    o.hyper.final_lr_frac = r["final-lr-frac"].as<double>();
     o.device_batch = parse_device_batch(r["device-batch"].as<std::string>(), o.device_batch_auto);
-    o.total_batch = r["total-batch"].as<int64_t>();
-    o.steps = r["steps"].as<int64_t>();
+    o.total_batch = parse_count_or_auto("--total-batch", r["total-batch"].as<std::string>(), "a number of tokens");
+    o.steps = parse_count_or_auto("--steps", r["steps"].as<std::string>(), "a number of steps");
     o.stop_after = r["stop-after"].as<int64_t>();
     o.seed = r["seed"].as<uint64_t>();
     o.threads = r["threads"].as<int>();
@@ -206,14 +247,23 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
   require(o.depth >= 1, "--depth must be at least 1");
   require(o.seq_len >= 1, "--seq-len must be at least 1");
   require(o.device_batch_auto || o.device_batch >= 1, "--device-batch must be at least 1");
-  require(!o.device_batch_auto || (o.total_batch > 0 && o.total_batch % o.seq_len == 0 &&
-                                   o.total_batch / o.seq_len >= o.world()),
-          "--device-batch auto splits --total-batch between the ranks: give --total-batch as a multiple of --seq-len, "
-          "at least one row per rank");
-  require(o.steps >= 1, "--steps must be at least 1");
-  require(o.total_batch >= 0, "--total-batch must be 0 (one micro-step) or a token count");
-  require(o.stop_after < 0 || o.stop_after < o.steps,
-          "--stop-after must be smaller than --steps (it stops a run early; the schedule stays --steps long)");
+  require(o.aspect_ratio >= 1, "--aspect-ratio must be at least 1 (nanochat: 64)");
+  require(o.steps == TrainOptions::kAuto || o.steps >= 1, "--steps must be at least 1, or auto");
+  require(o.total_batch == TrainOptions::kAuto || o.total_batch >= 0,
+          "--total-batch must be auto, 0 (one micro-step) or a token count");
+  require(std::isfinite(o.target_param_data_ratio), "--target-param-data-ratio must be a number (0 or less: none)");
+  {
+    const auto& h = o.hyper;
+    for (auto [flag, v] : {std::pair{"--matrix-lr", h.matrix_lr}, {"--embedding-lr", h.embedding_lr},
+                           {"--unembedding-lr", h.unembedding_lr}, {"--scalar-lr", h.scalar_lr},
+                           {"--weight-decay", h.weight_decay}})
+      require(std::isfinite(v) && v >= 0, std::string(flag) + " must be a number, 0 or more");
+    require(h.warmup_steps >= 0, "--warmup-steps must be 0 or more");
+    require(std::isfinite(h.warmdown_ratio) && h.warmdown_ratio >= 0 && h.warmdown_ratio <= 1,
+            "--warmdown-ratio must be from 0 to 1 (the share of the steps at the end)");
+    require(std::isfinite(h.final_lr_frac) && h.final_lr_frac >= 0 && h.final_lr_frac <= 1,
+            "--final-lr-frac must be from 0 to 1");
+  }
   require(o.threads >= 0, "--threads must be 0 (all cores) or more");
   require(o.eval_every >= 0 && o.save_every >= 0, "--eval-every and --save-every must be 0 or more");
   require(o.keep_checkpoints >= 0, "--keep-checkpoints must be 0 (keep all) or the number of checkpoints each rank keeps");

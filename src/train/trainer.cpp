@@ -192,6 +192,8 @@ void Trainer::build() {
   oo.total_batch_tokens = global_tokens_;
   oo.num_iterations = o_.steps;
   oo.model_dim = cfg_.n_embd;
+  oo.hyper = o_.hyper;
+  oo.scaling_params_ref = optim::reference_scaling_param_count(cfg_.vocab_size, o_.aspect_ratio, cfg_.head_dim);
   opt_ = std::make_unique<optim::MuonAdamW>(model_->params(), oo);
   sync_ = new_sync();
   // Elastic training keeps a copy of the parameters and the optimizer state (about two
@@ -504,6 +506,7 @@ int Trainer::run() {
   tokenizer_text_ = io::read_file((fs::path(o_.data_dir) / "tokenizer.tiktoken").string());
   clean_checkpoint_leftovers(o_.out_dir, o_.rank);
   cfg_ = o_.model_config(data_.vocab);
+  const std::string schedule = o_.resolve_horizon(cfg_);
   // Elastic: any rank may become the lowest live one, which writes the metrics.
   if (o_.metrics_path.empty() && (o_.rank == 0 || o_.elastic())) o_.metrics_path = (fs::path(o_.out_dir) / "metrics.jsonl").string();
   connect();
@@ -529,6 +532,7 @@ int Trainer::run() {
        (long long)cfg_.n_layer, (long long)model::count_params(cfg_).total, (long long)rs.flops_per_token, data_.vocab,
        (long long)o_.seq_len, (long long)global_tokens_, (long long)accum_, (long long)o_.device_batch,
        (long long)o_.seq_len, omp_get_max_threads(), rs.peak_gflops, kernels::onednn_version().c_str());
+  logf("%s", schedule.c_str());
   progress_ = std::make_unique<Progress>(o_.steps, o_.progress_bar && index_ == 0);
   reports_ = std::make_unique<StepReports>(comm_.get(), *opt_, metrics_, *progress_, status_, rs);
 

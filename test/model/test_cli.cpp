@@ -54,8 +54,17 @@ BOOST_AUTO_TEST_CASE(info_d8_json) {
   BOOST_TEST(j["windows"].get<std::vector<int64_t>>() == w, boost::test_tools::per_element());
 }
 
+// Odd depths as nanochat builds them: d3's 192 is rounded up to 256, two heads of 128.
+BOOST_AUTO_TEST_CASE(odd_depth_rounds_up_to_whole_heads) {
+  const auto r = run("info --depth 3 --json");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.out);
+  const auto j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["config"]["n_embd"].get<int64_t>() == 256);
+  BOOST_TEST(j["config"]["n_head"].get<int64_t>() == 2);
+}
+
 BOOST_AUTO_TEST_CASE(bad_configs_exit_2) {
-  BOOST_TEST(run("info --depth 3 --json").code == 2);                    // 192 % 128 != 0
+  BOOST_TEST(run("info --depth 8 --head-dim 3 --json").code == 2);       // rotary needs an even head size
   BOOST_TEST(run("info --depth 8 --n-kv-head 3 --json").code == 2);      // 3 does not divide 4
   BOOST_TEST(run("info --depth 8 --window-pattern SXL --json").code == 2);
   BOOST_TEST(run("info --no-such-flag").code == 2);

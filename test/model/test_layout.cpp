@@ -58,8 +58,26 @@ BOOST_AUTO_TEST_CASE(validation_messages) {
   c = ModelConfig::from_depth(8);
   c.window_pattern = "SSX";
   expect(c, "unknown letter 'X'");
-  c = ModelConfig::from_depth(3);
+  c = ModelConfig::from_depth(8);
+  c.n_embd = 576;
   expect(c, "not divisible by head_dim");
+}
+
+// Odd depths as base_train builds them: the width rounded up to whole heads of head_dim.
+BOOST_AUTO_TEST_CASE(odd_depths_round_the_width_up_to_whole_heads) {
+  struct Case { int64_t depth, aspect, head_dim, n_embd, n_head; };
+  for (const Case& k : {Case{5, 64, 128, 384, 3}, Case{7, 64, 128, 512, 4}, Case{3, 64, 128, 256, 2},
+                        Case{1, 64, 128, 128, 1}, Case{8, 64, 128, 512, 4}, Case{9, 64, 128, 640, 5},
+                        Case{20, 64, 128, 1280, 10}, Case{2, 64, 32, 128, 4}, Case{6, 48, 128, 384, 3}}) {
+    const auto c = ModelConfig::from_depth(k.depth, 1024, 32768, k.aspect, k.head_dim);
+    BOOST_TEST_CONTEXT("d" << k.depth << " aspect " << k.aspect << " head " << k.head_dim) {
+      BOOST_TEST(c.n_embd == k.n_embd);
+      BOOST_TEST(c.n_head == k.n_head);
+      BOOST_TEST(c.n_kv_head == k.n_head);
+      BOOST_CHECK_NO_THROW(c.validate());
+    }
+  }
+  BOOST_CHECK_THROW(ModelConfig::from_depth(4, 1024, 32768, 0), rt::UsageError);
 }
 
 BOOST_AUTO_TEST_CASE(names_groups_and_order) {

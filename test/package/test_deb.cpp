@@ -183,7 +183,7 @@ BOOST_AUTO_TEST_CASE(package_builds_installs_trains_and_purges_cleanly) {
     std::ofstream(env_path) << "# rank " << r << " of the package test's job\n"
                             << "OMP_NUM_THREADS=1\n"
                             << "RINGTRAIN_ARGS=\"train --data " << data << " --out run" << model << " \\\n"
-                            << "  --steps 4 --device-batch 2 --rank " << r << " --peers " << peers << "\"\n";
+                            << "  --steps 4 --device-batch 2 --total-batch 0 --rank " << r << " --peers " << peers << "\"\n";
     const auto env = pkgtest::environment_file(env_path);
     const std::string workdir = pkgtest::expand_specifiers(service.at("WorkingDirectory"), job, state_root);
     fs::create_directories(workdir);  // systemd creates it from StateDirectory=

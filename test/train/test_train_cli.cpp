@@ -158,7 +158,12 @@ BOOST_AUTO_TEST_CASE(bad_flags) {
       {{"--device-batch", "auto", "--total-batch", "100"}, "--device-batch auto splits --total-batch"},
       {{"--rank", "2", "--peers", "127.0.0.1:1,127.0.0.1:2"}, "--rank"},
       {{"--window-pattern", "SXL"}, "window"},
-      {{"--depth", "3", "--head-dim", "128"}, "head_dim"},
+      {{"--depth", "2", "--head-dim", "33"}, "head_dim"},
+      {{"--warmdown-ratio", "1.5"}, "--warmdown-ratio"},
+      {{"--matrix-lr", "-1"}, "--matrix-lr"},
+      {{"--steps", "soon"}, "--steps 'soon' is neither a number of steps nor auto"},
+      {{"--total-batch", "auto", "--target-param-data-ratio", "0"}, "--total-batch auto"},
+      {{"--aspect-ratio", "0"}, "--aspect-ratio"},
       {{"--no-such-flag"}, "no-such-flag"},
   };
   for (const auto& c : cases) {

@@ -48,8 +48,10 @@ const std::string& prepared_data() {
 }
 
 std::vector<std::string> tiny_model_flags() {
+  // --steps and --total-batch as the tests were written for (nanochat's auto batch and
+  // horizon would make a tiny model's run long); a test's own values come later and win.
   return {"--depth", "2", "--head-dim", "32", "--seq-len", "32", "--window-pattern", "SL", "--threads", "1",
-          "--eval-tokens", "256", "--no-progress"};
+          "--eval-tokens", "256", "--no-progress", "--steps", "100", "--total-batch", "0"};
 }
 
 std::vector<std::string> train_argv(const std::vector<std::string>& extra) {

@@ -34,9 +34,9 @@ class Config:
 
     @staticmethod
     def for_depth(depth, vocab_size=32768, sequence_len=1024):
-        """nanochat's dN: C = 64 N, head_dim 128, H = KV = C / 128."""
-        n_embd = 64 * depth
-        n_head = max(1, n_embd // 128)
+        """nanochat's dN: C = 64 N rounded up to whole heads of 128, H = KV = C / 128."""
+        n_embd = -(-64 * depth // 128) * 128
+        n_head = n_embd // 128
         return Config(depth, n_embd, n_head, n_head, 128, vocab_size, sequence_len)
 
     @staticmethod

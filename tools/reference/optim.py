@@ -12,7 +12,8 @@ from model import Config, meta_model
 
 REFERENCE_BATCH_TOKENS = 524288
 REFERENCE_DIM = 768
-# transformer matrices + lm_head of d12 at V = 32768 (the weight-decay reference size)
+# transformer matrices + lm_head of d12 at V = 32768 (the weight-decay reference size at
+# nanochat's vocabulary; base_train builds its d12 reference at the run's vocabulary)
 D_REF_PARAMS = 110_100_912
 MUON_WD_BASE = 0.28
 WARMUP_STEPS = 40
@@ -50,9 +51,17 @@ def wd_params(cfg):
     return n
 
 
-def muon_wd_scaled(cfg, total_batch_tokens):
-    """wd_s = 0.28 * b * D_ref / D_model."""
-    return MUON_WD_BASE * batch_scale(total_batch_tokens) * D_REF_PARAMS / wd_params(cfg)
+def reference_config(cfg, head_dim=128, aspect_ratio=64):
+    """base_train's d12 reference model: the run's vocabulary, width rounded up to whole heads."""
+    n_embd = -(-12 * aspect_ratio // head_dim) * head_dim
+    n_head = n_embd // head_dim
+    return Config(12, n_embd, n_head, n_head, head_dim, cfg.vocab_size, cfg.sequence_len)
+
+
+def muon_wd_scaled(cfg, total_batch_tokens, ref_head_dim=128):
+    """wd_s = 0.28 * b * D_ref / D_model, D_ref of d12 at the run's vocabulary."""
+    d_ref = wd_params(reference_config(cfg, ref_head_dim))
+    return MUON_WD_BASE * batch_scale(total_batch_tokens) * d_ref / wd_params(cfg)
 
 
 def warmdown_steps(num_iterations):
@@ -186,10 +195,10 @@ def muon_update(p, g, state, lr, momentum, wd, beta2=0.9):
 class MuonAdamW:
     """The combined optimizer over a model's named parameters (fresh state at construction)."""
 
-    def __init__(self, named_params, cfg: Config, total_batch_tokens):
+    def __init__(self, named_params, cfg: Config, total_batch_tokens, ref_head_dim=128):
         self.b = batch_scale(total_batch_tokens)
         self.d = dim_scale(cfg.n_embd)
-        self.wd_s = muon_wd_scaled(cfg, total_batch_tokens)
+        self.wd_s = muon_wd_scaled(cfg, total_batch_tokens, ref_head_dim)
         self.params = dict(named_params)
         self.state = {name: {} for name in self.params}
         self.muon_base_lr = 0.02 * self.b

@@ -110,7 +110,7 @@ def _train(args):
     model = GPT(cfg)
     init_weights(model, args.seed)  # same seed everywhere; DDP also broadcasts rank 0's weights
     ddp = DistributedDataParallel(model)
-    opt = optim.MuonAdamW(model.named_parameters(), cfg, total_batch)
+    opt = optim.MuonAdamW(model.named_parameters(), cfg, total_batch, ref_head_dim=cfg.head_dim)
     reader = RowReader(open_tokens(args.data), T, args.vocab, args.data) if args.data else RandomReader(T, args.vocab)
     for step in range(args.steps):
         t0 = time.perf_counter()

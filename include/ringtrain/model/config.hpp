@@ -16,10 +16,11 @@ struct ModelConfig {
   int64_t sequence_len = 1024;  // T
   std::string window_pattern = "SSSL";  // 'S' short, 'L' long; tiled over layers, last layer L
 
-  // nanochat's dN: n_layer N, n_embd 64N, head_dim 128, n_head = n_kv_head = n_embd/128
-  // (at least 1 head: n_embd below 128 is rounded up to one head of 128).
-  static ModelConfig from_depth(int64_t depth, int64_t sequence_len = 1024,
-                                int64_t vocab_size = 32768);
+  // nanochat's dN as base_train builds it: n_layer N, n_embd = N * aspect_ratio rounded up to
+  // whole heads of head_dim, n_head = n_kv_head = n_embd / head_dim (d8: 512 wide, 4 heads;
+  // d5: 320 rounded up to 384, 3 heads).
+  static ModelConfig from_depth(int64_t depth, int64_t sequence_len = 1024, int64_t vocab_size = 32768,
+                                int64_t aspect_ratio = 64, int64_t head_dim = 128);
 
   // Throws rt::UsageError naming the bad field and the fix.
   void validate() const;

@@ -15,6 +15,7 @@
 #include "ringtrain/io/state_file.hpp"
 #include "ringtrain/model/params.hpp"
 #include "ringtrain/optim/muon.hpp"
+#include "ringtrain/optim/schedule.hpp"
 
 namespace rt::optim {
 
@@ -23,7 +24,8 @@ struct MuonAdamWOptions {
   int64_t num_iterations = 0;           // N of the schedules; must be positive
   int64_t model_dim = 0;                // C (n_embd); must be positive
   int64_t scaling_params = 0;           // D_model; 0: Muon matrices + lm_head of the ParamSet
-  int64_t scaling_params_ref = 0;       // D_ref; 0: d12's 110,100,912
+  int64_t scaling_params_ref = 0;       // D_ref; 0: d12 at this model's vocabulary (lm_head's rows)
+  TrainingHyper hyper;                  // base_train's learning rates, decay and schedule shape
 };
 
 // Schedule values at one step, shared by every group.

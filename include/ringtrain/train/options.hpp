@@ -10,23 +10,30 @@
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/net/job_key.hpp"
 #include "ringtrain/net/peers.hpp"
+#include "ringtrain/optim/schedule.hpp"
 
 namespace rt::train {
 
 enum class SyncMode { Grad, Avg, Diloco };
 
 struct TrainOptions {
+  static constexpr int64_t kAuto = -1;  // --total-batch auto, --steps auto: base_train's rules
+
   // model
   int64_t depth = 8;
   int64_t seq_len = 1024;
   int64_t head_dim = 128;
   int64_t n_kv_head = 0;  // 0: same as n_head
   std::string window_pattern = "SSSL";
+  int64_t aspect_ratio = 64;  // n_embd = depth * aspect_ratio, rounded up to whole heads
   // batch and schedule
   int64_t device_batch = 2;   // rows per micro-step on this rank (0 with device_batch_auto, until measured)
   bool device_batch_auto = false;  // --device-batch auto: split --total-batch by measured speed
-  int64_t total_batch = 0;    // tokens per optimizer step over all ranks; 0: one micro-step
-  int64_t steps = 100;        // the schedule's length
+  int64_t total_batch = kAuto;  // tokens per optimizer step over all ranks; 0: one micro-step
+  int64_t steps = kAuto;        // the schedule's length
+  // base_train's horizon: train on R tokens per scaling parameter (--steps wins); <= 0: none.
+  double target_param_data_ratio = 12;
+  optim::TrainingHyper hyper;   // learning rates, weight decay, warm-up and warm-down
   int64_t stop_after = -1;    // save and exit 0 after this step (schedule unchanged)
   uint64_t seed = 42;
   int threads = 0;            // 0: all cores
@@ -66,6 +73,10 @@ struct TrainOptions {
   // whose average in flight cannot be taken back).
   bool elastic() const { return distributed() && !sync_overlap; }
   model::ModelConfig model_config(int64_t vocab_size) const;
+  // --total-batch auto and --steps auto resolved as base_train resolves them, for the model
+  // the data makes (horizon.cpp); after this, total_batch and steps are numbers. Returns the
+  // line that tells what was chosen and why. Throws rt::UsageError when a choice cannot be made.
+  std::string resolve_horizon(const model::ModelConfig& model);
   // Flags that must agree on every rank, as "key=value" lines, checked at the handshake
   // (per-rank flags such as --threads and --device-batch are left out on purpose).
   std::string shared_config_text() const;

@@ -153,7 +153,9 @@ int cmd_import(int argc, char** argv) {
       "seq-len", "sequence length, when the file does not say", cxxopts::value<int64_t>()->default_value("1024"))(
       "head-dim", "head dim, when the file does not say", cxxopts::value<int64_t>()->default_value("128"))(
       "window-pattern", "window pattern, when the file does not say", cxxopts::value<std::string>()->default_value("SSSL"))(
-      "tokenizer", "tokenizer.tiktoken to put in the checkpoint (for sample)", cxxopts::value<std::string>()->default_value(""));
+      "tokenizer", "tokenizer.tiktoken to put in the checkpoint (for sample)", cxxopts::value<std::string>()->default_value(""))(
+      "rank", "write the checkpoint as this rank's (OUT/rank<R>/): import on every host of a job, each with its --rank, then train --resume",
+      cxxopts::value<int>()->default_value("0"));
   cxxopts::ParseResult r;
   if (!parse(spec, argc, argv, r, "ringtrain import --from model.safetensors --out runs/imported --tokenizer data/kdoc/tokenizer.tiktoken")) return 0;
   const auto from = need<std::string>(r, "from", argv[0]);
@@ -177,7 +179,9 @@ int cmd_import(int argc, char** argv) {
   }
   model::GPT gpt(cfg);
   train::load_weights(from, gpt);
-  train::CheckpointWriter w(out, 0, 0);
+  const int rank = r["rank"].as<int>();
+  if (rank < 0 || rank > 4095) throw UsageError("--rank " + std::to_string(rank) + " is outside 0..4095; give this host's --rank");
+  train::CheckpointWriter w(out, rank, 0);
   train::save_weights(w.path("model.safetensors"), gpt);
   w.add_written_file("model.safetensors");
   const auto tok = r["tokenizer"].as<std::string>();
@@ -185,8 +189,10 @@ int cmd_import(int argc, char** argv) {
     data::Tokenizer::load(tok).save(w.path("tokenizer.tiktoken"));
     w.add_written_file("tokenizer.tiktoken");
   }
-  const auto dir = w.commit({{"step", 0}, {"model_config", json::parse(cfg.to_json())}, {"rank", 0}, {"world", 1},
-                             {"imported_from", from}});
+  // Weights only: `train --resume` takes it on any number of ranks and any --sync, with a
+  // fresh optimizer and loader and the schedules from step 0.
+  const auto dir = w.commit({{"step", 0}, {"model_config", json::parse(cfg.to_json())}, {"rank", rank}, {"world", 1},
+                             {"weights_only", true}, {"imported_from", from}});
   std::printf("wrote checkpoint %s\n", dir.c_str());
   return 0;
 }

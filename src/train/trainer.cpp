@@ -241,7 +241,9 @@ void Trainer::resume_or_init() {
     if (saved_cfg.to_json() != cfg_.to_json())
       throw UsageError("--resume: checkpoint " + dir + " is of another model (" + saved_cfg.to_json() + " vs " +
                        cfg_.to_json() + "); use the flags of that run or another --out");
-    if (meta.value("world", 1) != o_.world() || meta.value("sync", std::string()) != sync_mode_name(o_.sync))
+    // Imported weights (ringtrain import) belong to no run: any ranks and --sync take them.
+    const bool weights_only = meta.value("weights_only", false) || meta.contains("imported_from");
+    if (!weights_only && (meta.value("world", 1) != o_.world() || meta.value("sync", std::string()) != sync_mode_name(o_.sync)))
       throw UsageError("--resume: checkpoint " + dir + " was written by a run with " +
                        std::to_string(meta.value("world", 1)) + " ranks and --sync " +
                        meta.value("sync", std::string("?")) + "; resume with the same ranks and --sync");
@@ -264,7 +266,10 @@ void Trainer::resume_or_init() {
     // Checkpoints of different runs (or lineages) under one step number must not train on
     // as one job: under grad every replica is the same bits, so compare them now.
     if (comm_ && o_.sync == SyncMode::Grad) check_replicas(*comm_, model_->params(), step_);
-    logf("resumed from %s (step %lld)", dir.c_str(), (long long)step_);
+    if (weights_only)
+      logf("resumed from the imported weights %s: a fresh optimizer and loader, the schedules from step %lld", dir.c_str(),
+           (long long)step_);
+    else logf("resumed from %s (step %lld)", dir.c_str(), (long long)step_);
     newest_checkpoint_step_ = step_;
   }
   sync_->begin();

@@ -11,6 +11,7 @@
 #include "../net/spawn.hpp"
 #include "ringtrain/io/safetensors.hpp"
 #include "train_fixture.hpp"
+#include "train_ranks.hpp"
 
 namespace fs = std::filesystem;
 
@@ -30,7 +31,7 @@ BOOST_AUTO_TEST_CASE(export_import_eval_sample) {
   const std::string data = traintest::prepared_data();
   std::string flags;
   for (const auto& f : traintest::tiny_model_flags()) flags += " " + f;
-  sh(bin + " train --data " + data + " --out " + dir + "/run --steps 3 --eval-every 0" + flags);
+  sh(bin + " train --data " + data + " --out " + dir + "/run" + flags + " --steps 3 --eval-every 0");
 
   // export: every tensor under nanochat's key with nanochat's shape (the PyTorch reference's
   // init writes exactly its model's state_dict).
@@ -66,6 +67,31 @@ BOOST_AUTO_TEST_CASE(export_import_eval_sample) {
   // A damaged export is refused by import with exit 2.
   fs::resize_file(dir + "/model.safetensors", 100);
   sh(bin + " import --from " + dir + "/model.safetensors --out " + dir + "/bad", 2);
+}
+
+// `train --resume` from an imported file: a fresh optimizer and loader, the schedules from
+// step 0, on one process and on two ranks (each host imports its own copy with --rank).
+BOOST_AUTO_TEST_CASE(resume_after_import) {
+  const std::string bin = nettest::ringtrain_path(), dir = nettest::scratch_dir() + "/resume-import";
+  const std::string data = traintest::prepared_data();
+  std::string flags;
+  for (const auto& f : traintest::tiny_model_flags()) flags += " " + f;
+  sh(bin + " train --data " + data + " --out " + dir + "/run" + flags + " --steps 3 --eval-every 0");
+  sh(bin + " export --checkpoint " + dir + "/run --out " + dir + "/model.safetensors");
+  sh(bin + " import --from " + dir + "/model.safetensors --out " + dir + "/one");
+  const std::string log1 = sh(bin + " train --data " + data + " --out " + dir + "/one" + flags + " --resume --steps 4 --eval-every 0 2>&1");
+  BOOST_TEST(log1.find("resumed from the imported weights") != std::string::npos, log1);
+  const auto losses = traintest::losses(dir + "/one/metrics.jsonl");
+  BOOST_TEST(losses.size() == 4u);  // steps 1..4: the schedule starts at 0
+  for (int r : {0, 1}) sh(bin + " import --from " + dir + "/model.safetensors --out " + dir + "/two --rank " + std::to_string(r));
+  auto ranks = traintest::start_ranks("resume-import/two", {2, 2}, nettest::port_base(0),
+                                      {"--resume", "--steps", "3", "--eval-every", "0"});
+  nettest::wait_all(ranks, 120);
+  traintest::require_all_ok(ranks);
+  BOOST_TEST(nettest::contains(ranks[1].err(), "resumed from the imported weights"), ranks[1].err());
+  BOOST_TEST(traintest::newest_step(dir + "/two", 1) == 3);
+  // A rank without its copy is told what to do.
+  sh(bin + " import --from " + dir + "/model.safetensors --out " + dir + "/three --rank -1", 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,5 +1,6 @@
 // Subcommands around a training run: train, eval, sample, export, import.
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "ringtrain/data/shard.hpp"
 #include "ringtrain/data/tokenizer.hpp"
 #include "ringtrain/errors.hpp"
+#include "ringtrain/interop/nanochat.hpp"
 #include "ringtrain/io/safetensors.hpp"
 #include "ringtrain/model/layout.hpp"
 #include "ringtrain/net/communicator.hpp"
@@ -147,42 +149,47 @@ int cmd_export(int argc, char** argv) {
 }
 
 int cmd_import(int argc, char** argv) {
-  cxxopts::Options spec(argv[0], "Read nanochat-keyed safetensors into a checkpoint to sample from or to train on with --resume.");
-  spec.add_options()("from", "the .safetensors file", cxxopts::value<std::string>())(
-      "out", "run directory to create the checkpoint in (rank0/step_000000)", cxxopts::value<std::string>())(
-      "seq-len", "sequence length, when the file does not say", cxxopts::value<int64_t>()->default_value("1024"))(
-      "head-dim", "head dim, when the file does not say", cxxopts::value<int64_t>()->default_value("128"))(
-      "window-pattern", "window pattern, when the file does not say", cxxopts::value<std::string>()->default_value("SSSL"))(
+  cxxopts::Options spec(argv[0],
+                        "Read a nanochat checkpoint into a ringtrain checkpoint, to evaluate, sample or train on with --resume. "
+                        "A .pt is read with PyTorch: it needs python3 with torch (Debian: python3-torch; RINGTRAIN_PYTHON names "
+                        "another interpreter); a .safetensors file needs nothing.");
+  spec.add_options()("from", "nanochat's checkpoint directory (base_checkpoints/dN: its newest model_NNNNNN.pt), a model_NNNNNN.pt, or a .safetensors file",
+                     cxxopts::value<std::string>())(
+      "step", "with a directory: this step's model_NNNNNN.pt instead of the newest", cxxopts::value<int64_t>()->default_value("-1"))(
+      "meta", "nanochat's meta_NNNNNN.json (default: the one beside the .pt)", cxxopts::value<std::string>()->default_value(""))(
+      "out", "run directory to create the checkpoint in (rank<R>/step_000000)", cxxopts::value<std::string>())(
+      "seq-len", "for a safetensors file with neither ringtrain's metadata nor --meta: the sequence length", cxxopts::value<int64_t>()->default_value("0"))(
+      "head-dim", "... and the head size", cxxopts::value<int64_t>()->default_value("0"))(
+      "window-pattern", "... and the window pattern", cxxopts::value<std::string>()->default_value(""))(
       "tokenizer", "tokenizer.tiktoken to put in the checkpoint (for sample)", cxxopts::value<std::string>()->default_value(""))(
       "rank", "write the checkpoint as this rank's (OUT/rank<R>/): import on every host of a job, each with its --rank, then train --resume",
       cxxopts::value<int>()->default_value("0"));
   cxxopts::ParseResult r;
-  if (!parse(spec, argc, argv, r, "ringtrain import --from model.safetensors --out runs/imported --tokenizer data/kdoc/tokenizer.tiktoken")) return 0;
+  if (!parse(spec, argc, argv, r, "ringtrain import --from base_checkpoints/d8 --out runs/imported --tokenizer data/kdoc/tokenizer.tiktoken"))
+    return 0;
   const auto from = need<std::string>(r, "from", argv[0]);
   const auto out = need<std::string>(r, "out", argv[0]);
-  model::ModelConfig cfg;
-  if (!train::weights_config(from, cfg)) {
-    // A file written by nanochat itself: infer the shape from the tensors.
-    auto f = io::SafetensorsFile::load(from);
-    if (!f.has("transformer.wte.weight")) throw UsageError(from + " has no transformer.wte.weight; it is not a nanochat model");
-    const auto& wte = f.get("transformer.wte.weight").shape;
-    int64_t layers = 0;
-    while (f.has("transformer.h." + std::to_string(layers) + ".attn.c_q.weight")) ++layers;
-    cfg.n_layer = layers;
-    cfg.vocab_size = wte[0];
-    cfg.n_embd = wte[1];
-    cfg.head_dim = r["head-dim"].as<int64_t>();
-    cfg.n_head = cfg.n_embd / cfg.head_dim;
-    cfg.n_kv_head = f.get("transformer.h.0.attn.c_k.weight").shape[0] / cfg.head_dim;
-    cfg.sequence_len = r["seq-len"].as<int64_t>();
-    cfg.window_pattern = r["window-pattern"].as<std::string>();
-  }
-  model::GPT gpt(cfg);
-  train::load_weights(from, gpt);
   const int rank = r["rank"].as<int>();
   if (rank < 0 || rank > 4095) throw UsageError("--rank " + std::to_string(rank) + " is outside 0..4095; give this host's --rank");
+  const auto src = interop::find_import_source(from, r["step"].as<int64_t>(), r["meta"].as<std::string>());
+  interop::GivenShape given{r["seq-len"].as<int64_t>(), r["head-dim"].as<int64_t>(), r["window-pattern"].as<std::string>()};
+  const int n_given = (given.seq_len > 0) + (given.head_dim > 0) + !given.window_pattern.empty();
+  if (n_given != 0 && n_given != 3)
+    throw UsageError("give all of --seq-len, --head-dim and --window-pattern, or none (the meta json or the file's metadata says them)");
+  // Nothing is half-written: the checkpoint is assembled in a temporary directory and renamed
+  // into place only when complete; the .pt's conversion happens beside it.
+  struct Scratch {
+    fs::path dir;
+    ~Scratch() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } scratch{fs::absolute(out).parent_path() / (".ringtrain-import-" + std::to_string(::getpid()))};
+  fs::create_directories(scratch.dir);
+  auto gpt = interop::load_imported(src, scratch.dir.string(), given);
+  const auto& cfg = gpt->config();
   train::CheckpointWriter w(out, rank, 0);
-  train::save_weights(w.path("model.safetensors"), gpt);
+  train::save_weights(w.path("model.safetensors"), *gpt);
   w.add_written_file("model.safetensors");
   const auto tok = r["tokenizer"].as<std::string>();
   if (!tok.empty()) {
@@ -192,8 +199,9 @@ int cmd_import(int argc, char** argv) {
   // Weights only: `train --resume` takes it on any number of ranks and any --sync, with a
   // fresh optimizer and loader and the schedules from step 0.
   const auto dir = w.commit({{"step", 0}, {"model_config", json::parse(cfg.to_json())}, {"rank", rank}, {"world", 1},
-                             {"weights_only", true}, {"imported_from", from}});
-  std::printf("wrote checkpoint %s\n", dir.c_str());
+                             {"weights_only", true}, {"imported_from", from}, {"imported_step", src.step}});
+  std::printf("wrote checkpoint %s (d%lld, n_embd %lld, vocab %lld, T %lld, windows %s)\n", dir.c_str(), (long long)cfg.n_layer,
+              (long long)cfg.n_embd, (long long)cfg.vocab_size, (long long)cfg.sequence_len, cfg.window_pattern.c_str());
   return 0;
 }
 

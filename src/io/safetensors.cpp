@@ -10,7 +10,16 @@
 
 namespace rt::io {
 
-size_t dtype_size(DType t) { return (t == DType::F32 || t == DType::I32) ? 4 : 8; }
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::BF16: return 2;
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::F64:
+    case DType::I64: return 8;
+  }
+  return 8;
+}
 
 const char* dtype_name(DType t) {
   switch (t) {
@@ -18,6 +27,7 @@ const char* dtype_name(DType t) {
     case DType::F64: return "F64";
     case DType::I32: return "I32";
     case DType::I64: return "I64";
+    case DType::BF16: return "BF16";
   }
   return "?";
 }
@@ -35,6 +45,7 @@ bool parse_dtype(const std::string& s, DType& t) {
   else if (s == "F64") t = DType::F64;
   else if (s == "I32") t = DType::I32;
   else if (s == "I64") t = DType::I64;
+  else if (s == "BF16") t = DType::BF16;
   else return false;
   return true;
 }
@@ -82,6 +93,23 @@ const T* typed(const Tensor& t, DType want) {
 }  // namespace
 
 const float* Tensor::f32() const { return typed<float>(*this, DType::F32); }
+
+void Tensor::to_f32(float* out) const {
+  const int64_t n = numel();
+  if (dtype == DType::F32) {
+    std::memcpy(out, bytes.data(), size_t(n) * sizeof(float));
+  } else if (dtype == DType::BF16) {
+    // bf16 is the top half of an f32: widening is exact.
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, bytes.data() + 2 * i, 2);
+      const uint32_t w = uint32_t(h) << 16;
+      std::memcpy(out + i, &w, 4);
+    }
+  } else {
+    throw UsageError("tensor " + name + " is " + dtype_name(dtype) + ", expected F32 or BF16; write it with one of them");
+  }
+}
 const double* Tensor::f64() const { return typed<double>(*this, DType::F64); }
 const int32_t* Tensor::i32() const { return typed<int32_t>(*this, DType::I32); }
 const int64_t* Tensor::i64() const { return typed<int64_t>(*this, DType::I64); }

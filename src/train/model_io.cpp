@@ -40,7 +40,7 @@ void load_weights(const std::string& path, model::GPT& model) {
     if (t.shape != p.shape)
       throw UsageError(path + ": " + p.name + " has shape " + shape_text(t.shape) + " but this model needs " +
                        shape_text(p.shape) + "; use the same --depth/--seq-len/--vocab as the run that wrote it");
-    std::copy(t.f32(), t.f32() + p.numel, p.data);
+    t.to_f32(p.data);  // F32, or BF16 widened exactly
   }
 }
 

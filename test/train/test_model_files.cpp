@@ -94,4 +94,91 @@ BOOST_AUTO_TEST_CASE(resume_after_import) {
   sh(bin + " import --from " + dir + "/model.safetensors --out " + dir + "/three --rank -1", 2);
 }
 
+// `ringtrain import --from` nanochat's own files, written here by the real torch.save: a
+// checkpoint directory (the newest model_NNNNNN.pt and its meta_NNNNNN.json), keys with
+// torch.compile's "_orig_mod." prefix, embedding tables padded to 64 rows, bf16 tables.
+BOOST_AUTO_TEST_CASE(nanochat_checkpoint_directory) {
+  const std::string bin = nettest::ringtrain_path(), dir = nettest::scratch_dir() + "/nanochat-import";
+  const std::string py = std::getenv("RINGTRAIN_PYTHON"), root = std::getenv("RINGTRAIN_SOURCE_ROOT");
+  traintest::prepared_data();  // writes the corpus
+  // A vocabulary of 300: nanochat pads its tables to 320 rows.
+  sh(bin + " data prepare --input " + nettest::scratch_dir() + "/corpus --out " + dir + "/data --vocab 300 --val-fraction 0.1");
+  std::string flags;
+  for (const auto& f : traintest::tiny_model_flags()) flags += " " + f;
+  sh(bin + " train --data " + dir + "/data --out " + dir + "/run" + flags + " --steps 3 --eval-every 0");
+  sh(bin + " export --checkpoint " + dir + "/run --out " + dir + "/model.safetensors");
+  std::ofstream(dir + "/to_nanochat.py") << R"PY(
+import json, sys, torch
+sys.path.insert(0, sys.argv[1] + "/tools/reference")
+import safetensors_io
+src, out, dtype = sys.argv[2], sys.argv[3], sys.argv[4]
+import os
+os.makedirs(out, exist_ok=True)
+t = safetensors_io.load(src)
+cfg = json.loads(open(src + ".config.json").read())
+g = torch.Generator().manual_seed(0)
+sd = {}
+for k, v in t.items():
+    x = torch.from_numpy(v.copy())
+    if k in ("transformer.wte.weight", "lm_head.weight") or k.startswith("value_embeds."):
+        x = torch.cat([x, torch.randn(320 - x.shape[0], x.shape[1], generator=g)])  # padding rows
+        if dtype == "bf16" and k != "lm_head.weight":
+            x = x.to(torch.bfloat16)  # nanochat on a GPU keeps its embeddings in bf16
+    sd["_orig_mod." + k] = x
+torch.save(sd, out + "/model_000003.pt")
+torch.save({k: v for k, v in list(sd.items())[:2]}, out + "/model_000001.pt")  # older and broken: not the newest
+meta = {"step": 3, "val_bpb": None, "model_config": {"sequence_len": cfg["sequence_len"], "vocab_size": cfg["vocab_size"],
+        "n_layer": cfg["n_layer"], "n_head": cfg["n_head"], "n_kv_head": cfg["n_kv_head"], "n_embd": cfg["n_embd"],
+        "window_pattern": cfg["window_pattern"]}, "user_config": {"depth": cfg["n_layer"]}, "device_batch_size": 2,
+        "max_seq_len": cfg["sequence_len"], "total_batch_size": 64}
+json.dump(meta, open(out + "/meta_000003.json", "w"))
+json.dump(meta, open(out + "/meta_000001.json", "w"))
+torch.save([1, 2, 3], out + "/list.pt")
+)PY";
+  {
+    const auto f = rt::io::SafetensorsFile::load(dir + "/model.safetensors");
+    std::ofstream(dir + "/model.safetensors.config.json") << f.metadata().at("ringtrain_config");
+  }
+  for (const char* dtype : {"f32", "bf16"})
+    sh(py + " " + dir + "/to_nanochat.py " + root + " " + dir + "/model.safetensors " + dir + "/nc-" + dtype + " " + dtype);
+
+  const std::string eval = " --data " + dir + "/data --json --threads 1";
+  const auto before = nlohmann::json::parse(sh(bin + " eval --checkpoint " + dir + "/run" + eval));
+  const std::string said = sh(bin + " import --from " + dir + "/nc-f32 --out " + dir + "/imp32 --tokenizer " + dir + "/data/tokenizer.tiktoken");
+  BOOST_TEST(said.find("vocab 300") != std::string::npos, said);
+  const auto after = nlohmann::json::parse(sh(bin + " eval --checkpoint " + dir + "/imp32" + eval));
+  BOOST_TEST(after["val_bpb"].get<double>() == before["val_bpb"].get<double>());  // the same weights, bit for bit
+  sh(bin + " import --from " + dir + "/nc-bf16/model_000003.pt --out " + dir + "/imp16");
+  const auto bf16 = nlohmann::json::parse(sh(bin + " eval --checkpoint " + dir + "/imp16" + eval));
+  BOOST_TEST(std::abs(bf16["val_bpb"].get<double>() - before["val_bpb"].get<double>()) < 0.05 * before["val_bpb"].get<double>());
+  // An older step on request: this one lacks most tensors, and says which.
+  const std::string old = sh(bin + " import --from " + dir + "/nc-f32 --step 1 --out " + dir + "/imp-old 2>&1", 2);
+  BOOST_TEST(old.find("has no tensor") != std::string::npos, old);
+  // Bad input: one line, exit 2, nothing in --out.
+  struct Bad { std::string args, says; };
+  {
+    auto meta = nlohmann::json::parse(std::ifstream(dir + "/nc-f32/meta_000003.json"));
+    meta["model_config"]["n_layer"] = 3;
+    std::ofstream(dir + "/wrong_meta.json") << meta.dump();
+  }
+  for (const Bad& b : {Bad{"--from " + dir + "/nc-f32/list.pt --meta " + dir + "/nc-f32/meta_000003.json", "not a state_dict"},
+                       Bad{"--from " + dir + "/nc-f32/list.pt", "meta_000000.json"},
+                       Bad{"--from " + dir + "/nc-f32/model_000003.pt --meta " + dir + "/wrong_meta.json", "transformer.h.2"},
+                       Bad{"--from " + dir + "/nc-f32 --step 7", "model_000007.pt"},
+                       Bad{"--from " + dir + "/model.safetensors.config.json", "not a valid safetensors file"},
+                       Bad{"--from " + dir + "/no-such", "does not exist"}}) {
+    const std::string out = sh(bin + " import " + b.args + " --out " + dir + "/bad 2>&1", 2);
+    BOOST_TEST(out.find(b.says) != std::string::npos, b.says << " not in: " << out);
+    BOOST_TEST(traintest::count_lines(out) == 1, out);
+    BOOST_TEST(!fs::exists(dir + "/bad"), b.args);
+  }
+  // A bare safetensors file without ringtrain's metadata: the flags to give are named.
+  sh(py + " -c \"import sys; sys.path.insert(0, '" + root + "/tools/reference'); import safetensors_io as s; "
+     "s.save('" + dir + "/bare.safetensors', s.load('" + dir + "/model.safetensors'))\"");
+  const std::string bare = sh(bin + " import --from " + dir + "/bare.safetensors --out " + dir + "/bad 2>&1", 2);
+  BOOST_TEST(bare.find("--meta") != std::string::npos, bare);
+  BOOST_TEST(bare.find("--seq-len") != std::string::npos, bare);
+  sh(bin + " import --from " + dir + "/bare.safetensors --meta " + dir + "/nc-f32/meta_000003.json --out " + dir + "/imp-bare");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -12,7 +12,7 @@
 
 namespace rt::io {
 
-enum class DType { F32, F64, I32, I64 };
+enum class DType { F32, F64, I32, I64, BF16 };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 
@@ -42,6 +42,8 @@ struct Tensor {
   const double* f64() const;
   const int32_t* i32() const;
   const int64_t* i64() const;
+  // F32 or BF16 (widened exactly) into out[0..numel); throws rt::UsageError for other dtypes.
+  void to_f32(float* out) const;
 };
 
 class SafetensorsFile {

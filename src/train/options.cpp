@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "ringtrain/errors.hpp"
@@ -61,10 +62,9 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
 }
 
-// --device-batch: a number of rows, or "auto" (then 0 until the ranks have measured).
-int64_t parse_device_batch(const std::string& text, bool& is_auto) {
-  is_auto = text == "auto";
-  if (is_auto) return 0;
+// A count, or "auto" (nullopt); anything else is refused naming the flag.
+std::optional<int64_t> parse_count_or_auto(const std::string& flag, const std::string& text, const std::string& what) {
+  if (text == "auto") return std::nullopt;
   size_t used = 0;
   int64_t v = 0;
   try {
@@ -72,23 +72,15 @@ int64_t parse_device_batch(const std::string& text, bool& is_auto) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != text.size())
-    throw UsageError("--device-batch '" + text + "' is neither a number of rows nor auto");
+  if (used == 0 || used != text.size() || v < 0) throw UsageError(flag + " '" + text + "' is neither " + what + " nor auto");
   return v;
 }
 
-// --total-batch and --steps: a count, or "auto" (base_train's rule, TrainOptions::kAuto).
-int64_t parse_count_or_auto(const std::string& flag, const std::string& text, const std::string& what) {
-  if (text == "auto") return TrainOptions::kAuto;
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) throw UsageError(flag + " '" + text + "' is neither " + what + " nor auto");
-  return v;
+// --device-batch: a number of rows, or "auto" (then 0 until the ranks have measured).
+int64_t parse_device_batch(const std::string& text, bool& is_auto) {
+  const auto rows = parse_count_or_auto("--device-batch", text, "a number of rows");
+  is_auto = !rows;
+  return rows.value_or(0);
 }
 
 // A default value as cxxopts shows it: 30, not 30.000000.
@@ -204,8 +196,10 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     o.hyper.warmdown_ratio = r["warmdown-ratio"].as<double>();
     o.hyper.final_lr_frac = r["final-lr-frac"].as<double>();
     o.device_batch = parse_device_batch(r["device-batch"].as<std::string>(), o.device_batch_auto);
-    o.total_batch = parse_count_or_auto("--total-batch", r["total-batch"].as<std::string>(), "a number of tokens");
-    o.steps = parse_count_or_auto("--steps", r["steps"].as<std::string>(), "a number of steps");
+    // --total-batch and --steps auto: base_train's rules (TrainOptions::resolve_horizon).
+    o.total_batch = parse_count_or_auto("--total-batch", r["total-batch"].as<std::string>(), "a number of tokens")
+                        .value_or(TrainOptions::kAuto);
+    o.steps = parse_count_or_auto("--steps", r["steps"].as<std::string>(), "a number of steps").value_or(TrainOptions::kAuto);
     o.stop_after = r["stop-after"].as<int64_t>();
     o.seed = r["seed"].as<uint64_t>();
     o.threads = r["threads"].as<int>();

@@ -39,7 +39,37 @@ Clock::time_point start_of(pid_t pid) {
   return Clock::now();
 }
 
+// A test case that stops at a failed requirement leaves the processes it started running
+// (a job of --steps 100000 then trains for hours beside the next suites). At the end of every
+// test case, each child still running is killed and reaped.
+void kill_leftovers() {
+  for (auto& [pid, t] : starts) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) != 0) continue;  // reaped already, or not our child
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  starts.clear();
+}
+
+struct LeftoverKiller : boost::unit_test::test_observer {
+  void test_unit_finish(const boost::unit_test::test_unit& tu, unsigned long) override {
+    if (tu.p_type == boost::unit_test::TUT_CASE) kill_leftovers();
+  }
+};
+
+struct KillLeftoversAfterEachCase {
+  LeftoverKiller observer;
+  KillLeftoversAfterEachCase() { boost::unit_test::framework::register_observer(observer); }
+  ~KillLeftoversAfterEachCase() {
+    boost::unit_test::framework::deregister_observer(observer);
+    kill_leftovers();
+  }
+};
+
 }  // namespace
+
+BOOST_TEST_GLOBAL_FIXTURE(KillLeftoversAfterEachCase);
 
 std::string Proc::out() const { return slurp(out_path); }
 std::string Proc::err() const { return slurp(err_path); }

@@ -30,46 +30,15 @@ rm -f "$build/meson-logs/testlog.json" "$build/meson-logs/mixed.json" "$san_buil
 rc=0
 stamp() { printf '\n=== test: %s (%dm%02ds so far)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
-# The builds of later passes run at idle priority (nice 19) while an earlier pass's tests run:
-# those tests wait on timeouts and peers much of the time, and the builds take what the
-# cores leave (on 2 cores this saves about as long as the sanitizer build takes). Each pass
-# then runs its own build step again, which finds nothing left to do, or reports the failure.
-run_chroot_passes=0
-if [ $# -eq 0 ] && [ "${RINGTRAIN_SKIP_CHROOT:-0}" != 1 ] && [ "$(id -u)" = 0 ]; then run_chroot_passes=1; fi
-early_log=$build/meson-logs/early-builds.log
-early_pid=""
-start_early() {  # runs "$@" in the background at idle priority, its output appended to $early_log
-  mkdir -p "$(dirname "$early_log")"
-  (nice -n 19 "$@") >>"$early_log" 2>&1 &
-  early_pid=$!
-}
-wait_early() { [ -z "$early_pid" ] || wait "$early_pid" || true; early_pid=""; }
-
 stamp "pass 1: this host's release"
 bash tools/setup.sh tests || rc=$?
 if [ "$rc" -eq 0 ]; then
-  rm -f "$early_log"
-  if [ $# -eq 0 ]; then
-    start_early bash -c '
-      [ "${RINGTRAIN_SKIP_SANITIZERS:-0}" = 1 ] || RINGTRAIN_BUILD_ONLY=1 bash tools/test_sanitizers.sh
-      [ "${RINGTRAIN_SKIP_FUZZ:-0}" = 1 ] || ! command -v clang++ >/dev/null ||
-        RINGTRAIN_BUILD_ONLY=1 RINGTRAIN_FUZZ_BUILD_DIR='"$fuzz_build"' bash tools/test_fuzz.sh'
-  fi
   if [ $# -gt 0 ]; then
     meson test -C "$build" --print-errorlogs --num-processes "${RINGTRAIN_TEST_JOBS:-2}" "$@" || rc=1
   else
     meson test -C "$build" --no-suite mixed --print-errorlogs --num-processes "${RINGTRAIN_TEST_JOBS:-2}" || rc=1
   fi
   # Left out when test names are given, so that running one suite stays quick.
-  wait_early
-  if [ "$run_chroot_passes" = 1 ]; then
-    # The other release's packages and build (and its .deb's build), while passes 2 and 2b run.
-    rm -f "$other_build/ringtrain"  # pass 4 must run this run's build of it, or not at all
-    start_early bash -c '
-      bash tools/ci/chroot.sh --release '"$other_release"' -- env RINGTRAIN_BUILD_DIR='"$other_build"' RINGTRAIN_NO_WATCH=1 \
-        bash tools/setup.sh tests &&
-      bash tools/ci/chroot.sh --release '"$other_release"' -- bash tools/package-deb.sh --build-dir '"$other_build"'-deb'
-  fi
   if [ $# -eq 0 ] && [ "${RINGTRAIN_SKIP_SANITIZERS:-0}" != 1 ]; then
     stamp "pass 2: sanitizers"
     bash tools/test_sanitizers.sh || rc=1
@@ -80,13 +49,13 @@ if [ "$rc" -eq 0 ]; then
     RINGTRAIN_FUZZ_BUILD_DIR=$fuzz_build bash tools/test_fuzz.sh || rc=1
     logs+=("$fuzz_build/meson-logs/testlog.json")
   fi
-  wait_early
   if [ $# -eq 0 ] && [ "${RINGTRAIN_SKIP_CHROOT:-0}" != 1 ]; then
     if [ "$(id -u)" != 0 ]; then
       echo "test: passes 3 and 4 (Debian $other_release chroot, mixed releases) skipped: they need root" >&2
     else
       stamp "pass 3: Debian $other_release in a chroot"
       logs+=("$other_build/meson-logs/testlog.json")
+      rm -f "$other_build/ringtrain"  # pass 4 must run this run's build of it, or not at all
       bash tools/ci/chroot.sh --release "$other_release" -- \
         env RINGTRAIN_BUILD_DIR="$other_build" bash tools/ci/release_pass.sh || rc=1
       stamp "pass 4: one job, ranks built on two releases"

@@ -7,7 +7,7 @@
 # The passes, all counted in that line:
 #   1. this host's release (Debian 12 here): every suite, build/
 #   2. the net and train suites again under AddressSanitizer + UBSan (tools/test_sanitizers.sh)
-#   2b. fuzzing: one libFuzzer target per parser, its corpus then 20 s each (tools/test_fuzz.sh)
+#   2b. fuzzing: one libFuzzer target per parser, its corpus then 12 s each (tools/test_fuzz.sh)
 #   3. Debian 13 in a chroot made by debootstrap (tools/ci/chroot.sh, kept between runs):
 #      its own packages (oneDNN 3.7, GCC 14, Boost 1.83, ZeroMQ 4.3.5, PyTorch 2.6), build-trixie/,
 #      the suites in RINGTRAIN_CHROOT_SUITES (default: all but the ones named in tools/ci/release_pass.sh)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fuzzing pass: builds the libFuzzer targets with clang (build-fuzz, -Dfuzz=enabled:
 # ASan + UBSan + coverage) and runs each as a meson test (suite fuzz): its corpus under
-# test/fuzz/corpus/ first, then RINGTRAIN_FUZZ_SECONDS of fuzzing (default 20). tools/test.sh
+# test/fuzz/corpus/ first, then RINGTRAIN_FUZZ_SECONDS of fuzzing (default 12). tools/test.sh
 # calls this after the sanitizer pass and counts these results in its summary line.
 #   RINGTRAIN_FUZZ_BUILD_DIR  build directory (default: build-fuzz)
 #   RINGTRAIN_BUILD_ONLY=1    build, run nothing

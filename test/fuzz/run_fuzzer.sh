@@ -7,7 +7,7 @@
 set -euo pipefail
 bin=$1 corpus=$2 found=$3
 mkdir -p "$found"
-seconds=${RINGTRAIN_FUZZ_SECONDS:-20}
+seconds=${RINGTRAIN_FUZZ_SECONDS:-12}
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 # 1 GiB of RSS and 256 MiB per allocation: a parser that sizes a buffer from a claim fails here.

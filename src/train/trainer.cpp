@@ -495,6 +495,15 @@ bool Trainer::train_step(int64_t last_step) {
   return stopping;
 }
 
+Trainer::~Trainer() {
+  // The communicator's thread answers `status`, `metrics after` and membership requests by
+  // reading status_, metrics_ and members_, which are declared (so destroyed) after comm_:
+  // stop it first (a request answered during the teardown read freed memory; ASan saw it in
+  // train/watch). The sync goes before it, since its own thread may still use the ring.
+  sync_.reset();
+  comm_.reset();
+}
+
 int Trainer::run() {
   run_start_s_ = now_s();
   // A second SIGINT/SIGTERM does not wait for the step to end: it aborts the collectives

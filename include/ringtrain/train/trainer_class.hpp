@@ -42,6 +42,8 @@ struct RingRecord {
 class Trainer {
  public:
   explicit Trainer(const TrainOptions& o) : o_(o) {}
+  // Stops the ring's threads before the members they read are destroyed (trainer.cpp).
+  ~Trainer();
   int run();
 
  private:

@@ -46,11 +46,6 @@ std::string step_name(const std::string& prefix, int64_t step, const std::string
   return prefix + buf + ext;
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "(";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + ")";
-}
 
 // Runs python3 (RINGTRAIN_PYTHON if set) on the embedded helper; its one-line complaint
 // becomes the error.
@@ -229,8 +224,8 @@ std::unique_ptr<model::GPT> load_imported(const ImportSource& src, const std::st
     if (table && t.shape.size() == 2 && t.shape[0] == padded && t.shape[0] != cfg.vocab_size && t.shape[1] == p.shape[1])
       want[0] = padded;
     if (t.shape != want)
-      throw UsageError(named + ": " + p.name + " has shape " + shape_text(t.shape) + " but the config in " +
-                       (src.meta.empty() ? "its metadata" : src.meta) + " needs " + shape_text(p.shape) +
+      throw UsageError(named + ": " + p.name + " has shape " + io::shape_text(t.shape) + " but the config in " +
+                       (src.meta.empty() ? "its metadata" : src.meta) + " needs " + io::shape_text(p.shape) +
                        "; give the meta json of the same checkpoint");
     if (t.dtype != io::DType::F32 && t.dtype != io::DType::BF16)
       throw UsageError(named + ": " + p.name + " is " + io::dtype_name(t.dtype) + "; nanochat's weights are float32 or bfloat16");

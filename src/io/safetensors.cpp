@@ -80,6 +80,12 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
   write_file_atomic(path, [&](const ByteSink& sink) { write_safetensors(sink, tensors, metadata); });
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string t = "(";
+  for (size_t i = 0; i < shape.size(); ++i) t += (i ? ", " : "") + std::to_string(shape[i]);
+  return t + ")";
+}
+
 int64_t Tensor::numel() const { return numel_of(shape); }
 
 namespace {

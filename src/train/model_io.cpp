@@ -8,14 +8,6 @@
 
 namespace rt::train {
 
-namespace {
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "(";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + ")";
-}
-}  // namespace
-
 void save_weights(const std::string& path, const model::GPT& model) {
   std::vector<io::TensorRef> tensors;
   for (const auto& p : model.params().all())
@@ -38,8 +30,8 @@ void load_weights(const std::string& path, model::GPT& model) {
       throw UsageError(path + " has no tensor " + p.name + "; it was written for another model config");
     const auto& t = f.get(p.name);
     if (t.shape != p.shape)
-      throw UsageError(path + ": " + p.name + " has shape " + shape_text(t.shape) + " but this model needs " +
-                       shape_text(p.shape) + "; use the same --depth/--seq-len/--vocab as the run that wrote it");
+      throw UsageError(path + ": " + p.name + " has shape " + io::shape_text(t.shape) + " but this model needs " +
+                       io::shape_text(p.shape) + "; use the same --depth/--seq-len/--vocab as the run that wrote it");
     t.to_f32(p.data);  // F32, or BF16 widened exactly
   }
 }

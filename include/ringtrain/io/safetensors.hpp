@@ -31,6 +31,9 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
 void write_safetensors(const std::function<void(const void* data, size_t size)>& sink,
                        const std::vector<TensorRef>& tensors, const std::map<std::string, std::string>& metadata = {});
 
+// "(4, 512)": a shape as error messages show it.
+std::string shape_text(const std::vector<int64_t>& shape);
+
 struct Tensor {
   std::string name;
   DType dtype = DType::F32;

@@ -7,6 +7,7 @@
 #include <cxxopts.hpp>
 
 #include "ringtrain/cli/commands.hpp"
+#include "ringtrain/data/loader.hpp"
 #include "ringtrain/data/prepare.hpp"
 #include "ringtrain/errors.hpp"
 
@@ -41,6 +42,8 @@ int cmd_data(int argc, char** argv) {
        cxxopts::value<uint64_t>()->default_value("0"))
       ("threads", "threads for regex splitting and encoding", cxxopts::value<int>()->default_value("1"))
       ("seed", "seed of the train/val assignment", cxxopts::value<uint64_t>()->default_value("1"))
+      ("long-docs", "how train packs a document longer than a row, unless its --long-docs says otherwise: pieces (each packs like a document) or crop (nanochat's: the rest is dropped)",
+       cxxopts::value<std::string>()->default_value("pieces"))
       ("quiet", "no progress on stderr")
       ("h,help", "show this help");
   // cxxopts takes one value per --input; accept "--input a b c" by gathering the words
@@ -85,6 +88,7 @@ int cmd_data(int argc, char** argv) {
   opt.max_chars = r["max-chars"].as<uint64_t>();
   opt.threads = r["threads"].as<int>();
   opt.seed = r["seed"].as<uint64_t>();
+  opt.crop_long_docs = data::parse_long_docs(r["long-docs"].as<std::string>());
   opt.quiet = r.count("quiet") > 0;
   auto res = data::prepare_data(opt);
   std::printf("{\"vocab_size\": %u, \"train_docs\": %llu, \"val_docs\": %llu, \"train_tokens\": %llu, "

@@ -23,6 +23,7 @@
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/net/job_key.hpp"
 #include "ringtrain/train/checkpoint.hpp"
+#include "ringtrain/data/loader.hpp"
 #include "ringtrain/train/evaluate.hpp"
 #include "ringtrain/train/model_io.hpp"
 #include "ringtrain/train/trainer.hpp"
@@ -43,6 +44,7 @@ int cmd_eval(int argc, char** argv) {
   spec.add_options()("checkpoint", "a checkpoint, rank or run directory", cxxopts::value<std::string>())(
       "data", "prepared data directory (its val.bin)", cxxopts::value<std::string>())(
       "eval-tokens", "val tokens to evaluate", cxxopts::value<int64_t>()->default_value("65536"))(
+      "long-docs", "a val document longer than a row: pieces or crop (nanochat's)", cxxopts::value<std::string>()->default_value("pieces"))(
       "batch", "rows per forward", cxxopts::value<int64_t>()->default_value("4"))(
       "threads", "compute threads (0: all cores)", cxxopts::value<int>()->default_value("0"))(
       "json", "print one JSON object");
@@ -61,7 +63,8 @@ int cmd_eval(int argc, char** argv) {
                      std::to_string(model->config().vocab_size) + "; evaluate on the data it was trained on");
   const int64_t T = model->config().sequence_len, B = r["batch"].as<int64_t>();
   model->reserve(B, T);
-  auto s = train::evaluate(*model, val, token_bytes, 0, 1, T, B, r["eval-tokens"].as<int64_t>());
+  auto s = train::evaluate(*model, val, token_bytes, 0, 1, T, B, r["eval-tokens"].as<int64_t>(),
+                           data::parse_long_docs(r["long-docs"].as<std::string>()));
   const json out = {{"val_loss", s.val_loss()}, {"val_bpb", s.bpb.bpb()}, {"tokens", s.tokens}, {"checkpoint", ckpt}};
   if (r.count("json")) std::printf("%s\n", out.dump().c_str());
   else std::printf("%s: val loss %.4f, val bpb %.4f over %.0f tokens\n", ckpt.c_str(), s.val_loss(), s.bpb.bpb(), s.tokens);

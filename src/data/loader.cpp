@@ -26,6 +26,7 @@ void LoaderState::save(io::StateWriter& out) const {
   auto& j = out.scalars(kComponent);
   j["rank"] = rank, j["world"] = world, j["seq_len"] = seq_len, j["seed"] = seed, j["num_docs"] = num_docs;
   j["epoch"] = epoch, j["cursor"] = cursor, j["rows"] = rows;
+  j["long_docs"] = split_long_docs ? "pieces" : "crop";
   std::vector<int64_t> flat;
   flat.reserve(2 * buffer.size());
   for (auto [doc, piece_index] : buffer) flat.push_back(int64_t(doc)), flat.push_back(int64_t(piece_index));
@@ -41,6 +42,13 @@ LoaderState LoaderState::load(const io::StateReader& in) {
   };
   s.rank = u32("rank"), s.world = u32("world"), s.seq_len = u32("seq_len");
   s.seed = in.count(kComponent, "seed"), s.num_docs = in.count(kComponent, "num_docs");
+  // Checkpoints from before --long-docs existed were all written with pieces.
+  if (in.has_scalar(kComponent, "long_docs")) {
+    const std::string mode = in.text(kComponent, "long_docs");
+    if (mode != "pieces" && mode != "crop")
+      throw UsageError(in.what() + ": loader.long_docs is '" + mode + "', not pieces or crop; the checkpoint is corrupt");
+    s.split_long_docs = mode == "pieces";
+  }
   s.epoch = in.count(kComponent, "epoch"), s.cursor = in.count(kComponent, "cursor"), s.rows = in.count(kComponent, "rows");
   const auto flat = in.int64s(std::string(kComponent) + ".buffer");
   if (flat.size() % 2 != 0) throw UsageError(in.what() + ": loader.buffer has an odd length; the checkpoint is corrupt");
@@ -177,7 +185,7 @@ size_t PackingLoader::next_batch(size_t B, int32_t* inputs, int32_t* targets) {
 LoaderState PackingLoader::state() const {
   LoaderState s;
   s.rank = opt_.rank, s.world = opt_.world, s.seq_len = opt_.seq_len;
-  s.seed = opt_.seed, s.num_docs = shard_->num_docs();
+  s.seed = opt_.seed, s.num_docs = shard_->num_docs(), s.split_long_docs = opt_.split_long_docs;
   s.epoch = epoch_, s.cursor = cursor_, s.rows = rows_;
   for (const auto& p : buffer_) s.buffer.emplace_back(p.doc, p.index);
   return s;
@@ -185,10 +193,11 @@ LoaderState PackingLoader::state() const {
 
 void PackingLoader::restore(const LoaderState& s) {
   if (s.rank != opt_.rank || s.world != opt_.world || s.seq_len != opt_.seq_len || s.seed != opt_.seed ||
-      s.num_docs != shard_->num_docs())
+      s.num_docs != shard_->num_docs() || s.split_long_docs != opt_.split_long_docs)
     throw UsageError("the saved data loader state does not match this run (rank " + std::to_string(s.rank) + "/" +
                      std::to_string(s.world) + ", T " + std::to_string(s.seq_len) + ", seed " + std::to_string(s.seed) +
-                     ", " + std::to_string(s.num_docs) + " docs); resume with the same data, seed, T and ranks");
+                     ", " + std::to_string(s.num_docs) + " docs, --long-docs " + (s.split_long_docs ? "pieces" : "crop") +
+                     "); resume with the same data, seed, T, --long-docs and ranks");
   start_epoch(s.epoch);
   if (s.cursor > order_.size())
     throw UsageError("the saved data loader position is out of range; the checkpoint does not match the data");
@@ -201,10 +210,17 @@ void PackingLoader::restore(const LoaderState& s) {
   }
 }
 
+bool parse_long_docs(const std::string& text) {
+  if (text == "pieces") return false;
+  if (text == "crop") return true;
+  throw UsageError("--long-docs " + text + " is not a packing; use pieces (ours: long documents cut into rows) or crop (nanochat's)");
+}
+
 std::vector<std::vector<int32_t>> val_rows(std::shared_ptr<const Shard> val, uint32_t rank, uint32_t world,
-                                           uint32_t seq_len, size_t max_rows) {
+                                           uint32_t seq_len, size_t max_rows, bool split_long_docs) {
   LoaderOptions opt;
   opt.rank = rank, opt.world = world, opt.seq_len = seq_len, opt.shuffle = false;
+  opt.split_long_docs = split_long_docs;
   PackingLoader loader(std::move(val), opt);
   loader.set_single_pass(true);
   std::vector<std::vector<int32_t>> rows;

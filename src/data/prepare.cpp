@@ -239,6 +239,7 @@ PrepareResult prepare_data(const PrepareOptions& opt) {
       << ",\n  \"val\": {\"file\": \"val.bin\", \"documents\": " << res.val_docs << ", \"tokens\": " << res.val_tokens << "}"
       << ",\n  \"bytes\": " << res.bytes << ",\n  \"val_fraction\": " << opt.val_fraction << ",\n  \"seed\": " << opt.seed
       << ",\n  \"max_chars\": " << opt.max_chars
+      << ",\n  \"long_docs\": \"" << (opt.crop_long_docs ? "crop" : "pieces") << '"'
       << ",\n  \"seconds\": {\"tokenizer\": " << res.train_tokenizer_s << ", \"encode\": " << res.encode_s
       << ", \"total\": " << res.total_s << "},\n  \"sources\": [";
     for (size_t i = 0; i < corpus.sources.size(); ++i)

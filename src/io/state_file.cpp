@@ -109,4 +109,15 @@ double StateReader::number(const std::string& component, const std::string& key)
   return scalar(component, key).get<double>();
 }
 
+bool StateReader::has_scalar(const std::string& component, const std::string& key) const {
+  const auto c = scalars_.find(component);
+  return c != scalars_.end() && c->is_object() && c->contains(key);
+}
+
+std::string StateReader::text(const std::string& component, const std::string& key) const {
+  if (!has_scalar(component, key) || !scalars_[component][key].is_string())
+    throw UsageError(what_ + " lacks the text " + component + "." + key + "; the checkpoint is incomplete");
+  return scalars_[component][key].get<std::string>();
+}
+
 }  // namespace rt::io

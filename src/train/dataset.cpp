@@ -2,11 +2,36 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "ringtrain/errors.hpp"
+#include "ringtrain/io/atomic_file.hpp"
 
 namespace fs = std::filesystem;
 
 namespace rt::train {
+
+namespace {
+
+// meta.json's "long_docs" (data prepare --long-docs). Data prepared before it existed, or
+// without a meta.json, was meant for pieces.
+bool long_docs_of(const std::string& dir) {
+  const auto path = fs::path(dir) / "meta.json";
+  if (!fs::exists(path)) return false;
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(io::read_file(path.string()));
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError("--data " + dir + ": meta.json does not parse (" + std::string(e.what()) + "); prepare it again");
+  }
+  if (!meta.is_object() || !meta.contains("long_docs")) return false;
+  const auto& v = meta["long_docs"];
+  if (v == "crop") return true;
+  if (v == "pieces") return false;
+  throw UsageError("--data " + dir + ": meta.json's long_docs is " + v.dump() + ", not \"pieces\" or \"crop\"; prepare it again");
+}
+
+}  // namespace
 
 DataSet load_dataset(const std::string& dir) {
   if (!fs::is_directory(dir))
@@ -25,6 +50,7 @@ DataSet load_dataset(const std::string& dir) {
     throw UsageError("--data " + dir + ": train.bin, val.bin and token_bytes.bin disagree on the vocabulary; prepare it again");
   if (d.train->num_docs() == 0) throw UsageError("--data " + dir + ": train.bin has no documents");
   if (d.val->num_docs() == 0) throw UsageError("--data " + dir + ": val.bin has no documents; prepare with a larger --val-fraction");
+  d.crop_long_docs = long_docs_of(dir);
   return d;
 }
 

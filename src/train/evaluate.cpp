@@ -6,11 +6,11 @@ namespace rt::train {
 
 EvalSums evaluate(model::GPT& model, const std::shared_ptr<const data::Shard>& val,
                   const std::vector<int32_t>& token_bytes, uint32_t rank, uint32_t world,
-                  int64_t T, int64_t batch, int64_t max_tokens) {
+                  int64_t T, int64_t batch, int64_t max_tokens, bool crop_long_docs) {
   // Every rank packs the same val rows and takes every world-th one: the union over ranks is
   // exactly what one process evaluates, however few val documents there are.
   const size_t max_rows = size_t(std::max<int64_t>(1, max_tokens / T));
-  const auto all_rows = data::val_rows(val, 0, 1, uint32_t(T), max_rows);
+  const auto all_rows = data::val_rows(val, 0, 1, uint32_t(T), max_rows, !crop_long_docs);
   std::vector<std::vector<int32_t>> rows;
   for (size_t i = rank; i < all_rows.size(); i += world) rows.push_back(all_rows[i]);
   EvalSums sums;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/data/loader.hpp"
 
 namespace rt::train {
 
@@ -34,6 +35,7 @@ std::string TrainOptions::shared_config_text() const {
   s << "--depth=" << depth << "\n--aspect-ratio=" << aspect_ratio << "\n--seq-len=" << seq_len << "\n--head-dim=" << head_dim
     << "\n--n-kv-head=" << n_kv_head << "\n--window-pattern=" << window_pattern
     << "\n--device-batch-auto=" << device_batch_auto << "\n--total-batch=" << total_batch << "\n--steps=" << steps << "\n--seed=" << seed
+    << "\n--long-docs=" << (crop_long_docs ? "crop" : "pieces")
     << "\n--target-param-data-ratio=" << target_param_data_ratio << "\n--matrix-lr=" << hyper.matrix_lr
     << "\n--embedding-lr=" << hyper.embedding_lr << "\n--unembedding-lr=" << hyper.unembedding_lr
     << "\n--scalar-lr=" << hyper.scalar_lr << "\n--weight-decay=" << hyper.weight_decay
@@ -113,6 +115,8 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
        cxxopts::value<double>()->default_value("12"))
       ("stop-after", "save a checkpoint after this step and exit 0 (schedule unchanged); resume with --resume", cxxopts::value<int64_t>()->default_value("-1"))
       ("seed", "initialisation and data-order seed", cxxopts::value<uint64_t>()->default_value("42"))
+      ("long-docs", "a document longer than a row: pieces (each piece packs like a document) or crop (nanochat's packing: the rest is dropped); train and val; default: as 'data prepare --long-docs' said, else pieces",
+       cxxopts::value<std::string>())
       ("threads", "compute threads on this rank (0: all cores)", cxxopts::value<int>()->default_value("0"));
   const optim::TrainingHyper nanochat;
   spec.add_options("learning rates (nanochat's base_train defaults, at 2^19 tokens; scaled by sqrt(batch/2^19))")
@@ -202,6 +206,7 @@ bool parse_train_options(int argc, char** argv, TrainOptions& o) {
     o.steps = parse_count_or_auto("--steps", r["steps"].as<std::string>(), "a number of steps").value_or(TrainOptions::kAuto);
     o.stop_after = r["stop-after"].as<int64_t>();
     o.seed = r["seed"].as<uint64_t>();
+    if (r.count("long-docs")) o.crop_long_docs = data::parse_long_docs(r["long-docs"].as<std::string>()), o.long_docs_given = true;
     o.threads = r["threads"].as<int>();
     if (r.count("data")) o.data_dir = r["data"].as<std::string>();
     o.out_dir = r["out"].as<std::string>();

@@ -206,6 +206,7 @@ void Trainer::build() {
   data::LoaderOptions lo;
   lo.seed = o_.seed;
   lo.seq_len = uint32_t(o_.seq_len);
+  lo.split_long_docs = !o_.crop_long_docs;
   loader_ = std::make_unique<data::PackingLoader>(data_.train, lo);
 }
 
@@ -375,7 +376,7 @@ void Trainer::save_checkpoint(const char* why) {
 void Trainer::evaluate_and_log() {
   const double t0 = now_s();
   EvalSums s = evaluate(*model_, data_.val, data_.token_bytes, uint32_t(index_), uint32_t(members_.size()),
-                        o_.seq_len, o_.device_batch, o_.eval_tokens);
+                        o_.seq_len, o_.device_batch, o_.eval_tokens, o_.crop_long_docs);
   if (comm_) {
     double sums[4] = {s.nats_all, s.tokens, s.bpb.nats, s.bpb.bytes};
     comm_->all_reduce_values(sums, net::ValueOp::Sum);
@@ -517,6 +518,8 @@ int Trainer::run() {
   log_set_rank(o_.rank, o_.world());
   install_stop_signals();
   data_ = load_dataset(o_.data_dir);
+  if (!o_.long_docs_given) o_.crop_long_docs = data_.crop_long_docs;
+  if (o_.crop_long_docs) logf("packing: --long-docs crop (nanochat's): a document longer than a row fills one row, the rest of it is dropped");
   tokenizer_text_ = io::read_file((fs::path(o_.data_dir) / "tokenizer.tiktoken").string());
   clean_checkpoint_leftovers(o_.out_dir, o_.rank);
   cfg_ = o_.model_config(data_.vocab);

@@ -242,6 +242,44 @@ BOOST_AUTO_TEST_CASE(resume_from_saved_state_gives_the_same_rows) {
   BOOST_CHECK_THROW(LoaderState::from_bytes("garbage!garbage!"), rt::UsageError);
 }
 
+// --long-docs crop: nanochat's packing, where a document longer than a row fills one row
+// and the rest of it is dropped. Its position resumes row for row, and a state of the other
+// packing is refused (its piece indices mean other tokens).
+BOOST_AUTO_TEST_CASE(crop_packing_is_nanochats_and_resumes_only_as_crop) {
+  auto shard = std::make_shared<Shard>(make_shard(60, 30, 70));
+  LoaderOptions opt;
+  opt.seq_len = 16, opt.buffer_docs = 6, opt.seed = 4, opt.split_long_docs = false;
+  PackingLoader crop(shard, opt);
+  std::vector<int32_t> row;
+  for (int r = 0; r < 23; ++r) {
+    BOOST_REQUIRE(crop.next_row(row));
+    BOOST_REQUIRE(row.size() == 17u);
+    BOOST_REQUIRE(row[0] == kBos);
+    // Every document here is longer than a row, so a cropped row is one document's start:
+    // one <|bos|> only.
+    BOOST_REQUIRE(std::count(row.begin(), row.end(), kBos) == 1);
+  }
+  const std::string saved = crop.state().to_bytes();
+  BOOST_TEST(!LoaderState::from_bytes(saved).split_long_docs);
+  std::vector<std::vector<int32_t>> after;
+  for (int r = 0; r < 40; ++r) crop.next_row(row), after.push_back(row);
+  PackingLoader again(shard, opt);
+  again.restore(LoaderState::from_bytes(saved));
+  for (int r = 0; r < 40; ++r) {
+    again.next_row(row);
+    BOOST_REQUIRE(row == after[size_t(r)]);
+  }
+  opt.split_long_docs = true;
+  PackingLoader pieces(shard, opt);
+  BOOST_CHECK_EXCEPTION(pieces.restore(LoaderState::from_bytes(saved)), rt::UsageError, [](const rt::UsageError& e) {
+    return std::string(e.what()).find("--long-docs crop") != std::string::npos;
+  });
+  // The val rows follow the same choice.
+  const auto val_crop = val_rows(shard, 0, 1, 16, 1000, false), val_pieces = val_rows(shard, 0, 1, 16, 1000, true);
+  BOOST_TEST(val_crop.size() == shard->num_docs());
+  BOOST_TEST(val_pieces.size() > 2 * val_crop.size());
+}
+
 BOOST_AUTO_TEST_CASE(val_rows_are_fixed_and_split_by_rank) {
   auto shard = std::make_shared<Shard>(make_shard(40, 2, 30));
   auto a = val_rows(shard, 0, 1, 16, 1000);

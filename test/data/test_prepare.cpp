@@ -108,6 +108,16 @@ BOOST_AUTO_TEST_CASE(writes_tokenizer_shards_and_token_bytes) {
   BOOST_TEST_REQUIRE(r.code == 0, r.err);
   BOOST_TEST((read_file(out / "train.bin") == read_file(out2 / "train.bin")));
   BOOST_TEST((read_file(out / "val.bin") == read_file(out2 / "val.bin")));
+  // meta.json says how train packs long documents: pieces unless --long-docs crop.
+  BOOST_TEST(read_file(out / "meta.json").find("\"long_docs\": \"pieces\"") != std::string::npos);
+  fs::path out_crop = testing::temp_path("out_crop");
+  fs::remove_all(out_crop);
+  r = run_prepare("--input " + corpus.string() + " --out " + out_crop.string() + " --tokenizer " +
+                  (out / "tokenizer.tiktoken").string() + " --val-fraction 0.2 --long-docs crop");
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  BOOST_TEST(read_file(out_crop / "meta.json").find("\"long_docs\": \"crop\"") != std::string::npos);
+  BOOST_TEST((read_file(out / "train.bin") == read_file(out_crop / "train.bin")));
+  fs::remove_all(out_crop);
   // Training is deterministic whatever the thread count.
   fs::path out3 = testing::temp_path("out_threads");
   fs::remove_all(out3);
@@ -145,6 +155,7 @@ BOOST_AUTO_TEST_CASE(bad_input_exits_2_and_leaves_out_untouched) {
       {"--input " + bad_json.string(), "x.jsonl:2"},
       {"--input " + empty.string() + " --vocab 70000", "--vocab"},
       {"--input " + empty.string() + " --bogus-flag", "bogus"},
+      {"--input " + empty.string() + " --long-docs trim", "--long-docs trim is not a packing"},
   };
   for (auto& c : cases) {
     BOOST_TEST_CONTEXT(c.args) {

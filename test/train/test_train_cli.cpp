@@ -141,6 +141,20 @@ BOOST_AUTO_TEST_CASE(checkpoint_of_another_config_is_refused_and_kept) {
   BOOST_TEST(traintest::tree_fingerprint(run_dir("cfg")) == before);
 }
 
+// --long-docs crop trains (nanochat's packing) and its checkpoint resumes only as crop: the
+// loader's saved pieces would name other tokens.
+BOOST_AUTO_TEST_CASE(crop_packing_resumes_only_as_crop) {
+  Proc p = train({"--steps", "2", "--out", run_dir("crop"), "--eval-every", "0", "--long-docs", "crop"}, "crop");
+  BOOST_REQUIRE_MESSAGE(p.exit_code == 0, p.err());
+  BOOST_TEST(p.err().find("packing: --long-docs crop") != std::string::npos, p.err());
+  const std::string before = traintest::tree_fingerprint(run_dir("crop"));
+  Proc q = train({"--steps", "4", "--out", run_dir("crop"), "--resume", "--eval-every", "0", "--long-docs", "pieces"}, "crop-resume");
+  BOOST_TEST(q.exit_code == 2);
+  BOOST_TEST(traintest::count_lines(q.err()) == 1, q.err());
+  BOOST_TEST(q.err().find("resume with the same data, seed, T, --long-docs and ranks") != std::string::npos, q.err());
+  BOOST_TEST(traintest::tree_fingerprint(run_dir("crop")) == before);
+}
+
 BOOST_AUTO_TEST_CASE(bad_flags) {
   struct Case {
     std::vector<std::string> args;
@@ -164,6 +178,7 @@ BOOST_AUTO_TEST_CASE(bad_flags) {
       {{"--steps", "soon"}, "--steps 'soon' is neither a number of steps nor auto"},
       {{"--total-batch", "auto", "--target-param-data-ratio", "0"}, "--total-batch auto"},
       {{"--aspect-ratio", "0"}, "--aspect-ratio"},
+      {{"--long-docs", "trim"}, "--long-docs trim is not a packing; use pieces"},
       {{"--no-such-flag"}, "no-such-flag"},
   };
   for (const auto& c : cases) {

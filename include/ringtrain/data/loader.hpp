@@ -49,6 +49,7 @@ struct LoaderOptions {
 struct LoaderState {
   uint32_t rank = 0, world = 1, seq_len = 0;
   uint64_t seed = 0, num_docs = 0;  // checked on resume: same data and partition
+  bool split_long_docs = true;      // checked on resume: pieces index documents differently
   uint64_t epoch = 0;               // epochs started so far minus one
   uint64_t cursor = 0;              // next position in this epoch's order of pieces
   uint64_t rows = 0;                // rows produced so far
@@ -113,8 +114,12 @@ class PackingLoader {
 
 // A fixed sequence of val rows: the rank's val documents in file order, packed, at most
 // max_rows rows. Every call with the same arguments yields the same rows.
+// --long-docs: "pieces" -> false, "crop" -> true (the value of "crop long documents");
+// anything else is an rt::UsageError.
+bool parse_long_docs(const std::string& text);
+
 std::vector<std::vector<int32_t>> val_rows(std::shared_ptr<const Shard> val, uint32_t rank, uint32_t world,
-                                           uint32_t seq_len, size_t max_rows);
+                                           uint32_t seq_len, size_t max_rows, bool split_long_docs = true);
 
 // Sums for bits per byte (spec): bpb = sum(loss_t * [bytes(tgt_t) > 0]) / (ln 2 * sum(bytes(tgt_t))).
 // Ranks add their sums (e.g. with an all-reduce) before calling bpb().

@@ -3,7 +3,7 @@
 //   tokenizer.tiktoken  tiktoken text format (specials implied at ids V-9..V-1)
 //   train.bin, val.bin  shards (format in shard.hpp)
 //   token_bytes.bin     int32 byte length per token id, 0 for specials (for bits per byte)
-//   meta.json           vocab, counts, sources, special tokens, timings
+//   meta.json           vocab, counts, sources, special tokens, timings, long_docs
 // Every file is written under a temporary name and renamed at the end, and all input
 // checks run before anything is created: a failure never leaves half-written outputs.
 #pragma once
@@ -29,6 +29,9 @@ struct PrepareOptions {
   int threads = 1;
   uint64_t seed = 1;
   bool quiet = false;          // no progress on stderr
+  // --long-docs: how `train` packs a document longer than a row, unless its own --long-docs
+  // says otherwise (meta.json "long_docs"): pieces (ours) or crop (nanochat's).
+  bool crop_long_docs = false;
 };
 
 struct PrepareResult {

@@ -57,6 +57,9 @@ class StateReader {
   int64_t integer(const std::string& component, const std::string& key) const;
   uint64_t count(const std::string& component, const std::string& key) const;  // unsigned
   double number(const std::string& component, const std::string& key) const;
+  // scalars(component)[key] as a string; has_scalar: whether the key is there at all.
+  std::string text(const std::string& component, const std::string& key) const;
+  bool has_scalar(const std::string& component, const std::string& key) const;
   const std::string& what() const { return what_; }
 
  private:

@@ -14,6 +14,7 @@ struct DataSet {
   std::shared_ptr<const data::Shard> train, val;
   std::vector<int32_t> token_bytes;
   uint32_t vocab = 0;
+  bool crop_long_docs = false;  // meta.json "long_docs" (data prepare --long-docs); pieces if absent
 };
 
 // Throws rt::UsageError naming what is missing or inconsistent and how to fix it.

@@ -21,6 +21,6 @@ struct EvalSums {
 // rows of T taken `batch` at a time. Ranks add their sums before computing loss and bpb.
 EvalSums evaluate(model::GPT& model, const std::shared_ptr<const data::Shard>& val,
                   const std::vector<int32_t>& token_bytes, uint32_t rank, uint32_t world,
-                  int64_t T, int64_t batch, int64_t max_tokens);
+                  int64_t T, int64_t batch, int64_t max_tokens, bool crop_long_docs = false);
 
 }  // namespace rt::train

@@ -37,6 +37,10 @@ struct TrainOptions {
   int64_t stop_after = -1;    // save and exit 0 after this step (schedule unchanged)
   uint64_t seed = 42;
   int threads = 0;            // 0: all cores
+  // --long-docs: a document longer than a row is cut into pieces (ours, the default) or
+  // cropped to one row as nanochat does (to compare val bpb with nanochat's on the same tokens).
+  bool crop_long_docs = false;
+  bool long_docs_given = false;  // false: as the data directory says (its meta.json)
   // data, output
   std::string data_dir;
   std::string out_dir = "runs/latest";

@@ -1,6 +1,8 @@
 // `ringtrain data prepare`: flags to rt::data::PrepareOptions; the work is in src/data.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +11,8 @@
 #include "ringtrain/cli/commands.hpp"
 #include "ringtrain/data/loader.hpp"
 #include "ringtrain/data/prepare.hpp"
+#include "ringtrain/interop/nanochat.hpp"
+#include "scratch_dir.hpp"
 #include "ringtrain/errors.hpp"
 
 namespace rt::cli {
@@ -36,7 +40,8 @@ int cmd_data(int argc, char** argv) {
       ("out", "output directory", cxxopts::value<std::string>())
       ("vocab", "vocabulary size (256 bytes + merges + 9 special tokens), <= 65536",
        cxxopts::value<uint32_t>()->default_value("32768"))
-      ("tokenizer", "reuse this tokenizer.tiktoken instead of training one", cxxopts::value<std::string>())
+      ("tokenizer", "reuse this tokenizer instead of training one: a .tiktoken file, or nanochat's tokenizer.pkl (read with python3)",
+       cxxopts::value<std::string>())
       ("val-fraction", "share of documents for the val split", cxxopts::value<double>()->default_value("0.02"))
       ("max-chars", "bytes of train text used to train the tokenizer (0 = all)",
        cxxopts::value<uint64_t>()->default_value("0"))
@@ -90,6 +95,14 @@ int cmd_data(int argc, char** argv) {
   opt.seed = r["seed"].as<uint64_t>();
   opt.crop_long_docs = data::parse_long_docs(r["long-docs"].as<std::string>());
   opt.quiet = r.count("quiet") > 0;
+  // nanochat's tokenizer.pkl: read (by python3, nothing in it run) into a .tiktoken file first.
+  std::optional<ScratchDir> scratch;
+  if (opt.tokenizer.size() > 4 && opt.tokenizer.compare(opt.tokenizer.size() - 4, 4, ".pkl") == 0) {
+    scratch.emplace(opt.out_dir, "prepare");
+    opt.tokenizer_label = opt.tokenizer;
+    opt.tokenizer = (std::filesystem::path(scratch->path()) / "tokenizer.tiktoken").string();
+    interop::load_tokenizer_file(opt.tokenizer_label, scratch->path()).save(opt.tokenizer);
+  }
   auto res = data::prepare_data(opt);
   std::printf("{\"vocab_size\": %u, \"train_docs\": %llu, \"val_docs\": %llu, \"train_tokens\": %llu, "
               "\"val_tokens\": %llu, \"bytes\": %llu, \"tokenizer_s\": %.2f, \"encode_s\": %.2f, \"total_s\": %.2f}\n",

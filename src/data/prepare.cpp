@@ -234,7 +234,7 @@ PrepareResult prepare_data(const PrepareOptions& opt) {
     for (int i = 0; i < kNumSpecialTokens; ++i)
       f << (i ? ", " : "") << '"' << kSpecialTokens[i] << "\": " << bos + i;
     f << "},\n  \"tokenizer\": \"tokenizer.tiktoken\",\n  \"token_bytes\": \"token_bytes.bin\""
-      << ",\n  \"tokenizer_source\": \"" << (opt.tokenizer.empty() ? "trained" : json_escape(opt.tokenizer)) << '"'
+      << ",\n  \"tokenizer_source\": \"" << (opt.tokenizer.empty() ? "trained" : json_escape(opt.tokenizer_label.empty() ? opt.tokenizer : opt.tokenizer_label)) << '"'
       << ",\n  \"train\": {\"file\": \"train.bin\", \"documents\": " << res.train_docs << ", \"tokens\": " << res.train_tokens << "}"
       << ",\n  \"val\": {\"file\": \"val.bin\", \"documents\": " << res.val_docs << ", \"tokens\": " << res.val_tokens << "}"
       << ",\n  \"bytes\": " << res.bytes << ",\n  \"val_fraction\": " << opt.val_fraction << ",\n  \"seed\": " << opt.seed

@@ -1,25 +1,19 @@
 // nanochat checkpoints into a ringtrain model (see interop/nanochat.hpp).
 #include "ringtrain/interop/nanochat.hpp"
 
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "python_helper.hpp"
+#include "ringtrain/data/pretokenize.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/io/safetensors.hpp"
 
-extern const char kNanochatHelperPy[];  // nanochat_helper.py, embedded at build time
 
 namespace rt::interop {
 namespace fs = std::filesystem;
@@ -46,42 +40,6 @@ std::string step_name(const std::string& prefix, int64_t step, const std::string
   return prefix + buf + ext;
 }
 
-
-// Runs python3 (RINGTRAIN_PYTHON if set) on the embedded helper; its one-line complaint
-// becomes the error.
-void run_helper(const std::vector<std::string>& args, const std::string& scratch) {
-  const std::string script = (fs::path(scratch) / ".nanochat_helper.py").string();
-  io::write_file_atomic(script, [](const io::ByteSink& sink) { sink(kNanochatHelperPy, std::strlen(kNanochatHelperPy)); });
-  const std::string err_path = script + ".err";
-  const char* env = std::getenv("RINGTRAIN_PYTHON");
-  const std::string python = env && *env ? env : "python3";
-  std::vector<std::string> argv = {python, script};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const pid_t pid = fork();
-  if (pid < 0) throw RuntimeError("cannot start python3 to read the .pt file (fork failed)");
-  if (pid == 0) {
-    const int fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) dup2(fd, 2);
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    execvp(a[0], a.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  std::string err;
-  {
-    std::ifstream in(err_path);
-    std::getline(in, err);
-  }
-  fs::remove(script), fs::remove(err_path);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-    throw UsageError("reading a .pt file needs " + python + " with PyTorch (Debian: apt install python3-torch); set RINGTRAIN_PYTHON or import a .safetensors file");
-  throw UsageError(err.empty() ? "python3 failed to read the .pt file; run it by hand to see why" : err);
-}
 
 }  // namespace
 
@@ -162,7 +120,8 @@ model::ModelConfig config_from_meta(const std::string& meta_path) {
   return c;
 }
 
-std::unique_ptr<model::GPT> load_imported(const ImportSource& src, const std::string& scratch, const GivenShape& given) {
+std::unique_ptr<model::GPT> load_imported(const ImportSource& src, const std::string& scratch, const GivenShape& given,
+                                          NanochatExtras* extras) {
   std::string st_path = src.weights;
   std::string converted;
   if (src.pytorch) {
@@ -235,6 +194,11 @@ std::unique_ptr<model::GPT> load_imported(const ImportSource& src, const std::st
       std::vector<float> all(size_t(t.numel()));
       t.to_f32(all.data());
       std::copy(all.begin(), all.begin() + p.numel, p.data);
+      if (extras) {
+        const size_t row_bytes = size_t(p.shape[1]) * io::dtype_size(t.dtype);
+        extras->padding.push_back({p.name, t.dtype, {want[0] - p.shape[0], p.shape[1]},
+                                   std::vector<char>(t.bytes.begin() + int64_t(size_t(p.shape[0]) * row_bytes), t.bytes.end())});
+      }
     }
     for (int64_t i = 0; i < p.numel; ++i)
       if (!std::isfinite(p.data[i])) throw UsageError(named + ": " + p.name + " holds a NaN or an infinity; the checkpoint is broken");
@@ -243,7 +207,43 @@ std::unique_ptr<model::GPT> load_imported(const ImportSource& src, const std::st
   for (const auto& name : f.names())
     if (std::find(used.begin(), used.end(), name) == used.end())
       throw UsageError(named + " has a tensor " + name + " that nanochat's model of this config does not; it is another model");
+  if (extras)
+    for (const auto& name : f.names()) {
+      const std::string plain = name.rfind("_orig_mod.", 0) == 0 ? name.substr(10) : name;
+      extras->dtypes.emplace_back(plain, io::dtype_name(f.get(name).dtype));
+    }
   return gpt;
+}
+
+void NanochatExtras::save(const std::string& path) const {
+  std::vector<io::TensorRef> refs;
+  for (const auto& r : padding) refs.push_back({r.name, r.dtype, r.shape, r.bytes.data()});
+  nlohmann::json order = nlohmann::json::array();
+  for (const auto& [name, dtype] : dtypes) order.push_back({name, dtype});
+  io::write_safetensors(path, refs, {{"dtypes", order.dump()}});
+}
+
+data::Tokenizer load_tokenizer_file(const std::string& path, const std::string& scratch) {
+  if (!ends_with(path, ".pkl")) return data::Tokenizer::load(path);
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw UsageError("--tokenizer " + path + " does not exist; give nanochat's tokenizer/tokenizer.pkl or a .tiktoken file");
+  const std::string pattern = (fs::path(scratch) / ".split_pattern.txt").string();
+  const std::string converted = (fs::path(scratch) / ".tokenizer.tiktoken").string();
+  io::write_file_atomic(pattern, data::kSplitPattern, std::strlen(data::kSplitPattern));
+  struct Remove {
+    std::vector<std::string> paths;
+    ~Remove() {
+      std::error_code e;
+      for (const auto& p : paths) fs::remove(p, e);
+    }
+  } remove{{pattern, converted}};
+  run_helper({"pkl2tt", path, converted, pattern}, scratch, "reading a tokenizer.pkl");
+  try {
+    return data::Tokenizer::load(converted);
+  } catch (const UsageError& e) {
+    throw UsageError(path + ": its merges are not a byte-level BPE ringtrain can rebuild (" + e.what() + ")");
+  }
 }
 
 }  // namespace rt::interop

@@ -9,7 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "../net/spawn.hpp"
+#include "ringtrain/data/loader.hpp"
+#include "ringtrain/data/pretokenize.hpp"
+#include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/io/safetensors.hpp"
+#include "ringtrain/train/model_io.hpp"
 #include "train_fixture.hpp"
 #include "train_ranks.hpp"
 
@@ -179,6 +183,95 @@ torch.save([1, 2, 3], out + "/list.pt")
   BOOST_TEST(bare.find("--meta") != std::string::npos, bare);
   BOOST_TEST(bare.find("--seq-len") != std::string::npos, bare);
   sh(bin + " import --from " + dir + "/bare.safetensors --meta " + dir + "/nc-f32/meta_000003.json --out " + dir + "/imp-bare");
+}
+
+// nanochat -> ringtrain -> nanochat: a base directory as nanochat leaves it (bf16 embeddings,
+// padded tables, tokenizer.pkl pickled by tiktoken where installed: Debian 13) is imported
+// with its tokenizer and exported back; every tensor comes back bit for bit with its dtype,
+// the meta and the tokenizer the same. The imported model's loss equals the PyTorch
+// reference's on nanochat's own file, and the exported tokenizer.pkl prepares the same data.
+BOOST_AUTO_TEST_CASE(nanochat_round_trip) {
+  const std::string bin = nettest::ringtrain_path(), dir = nettest::scratch_dir() + "/nanochat-round-trip";
+  const std::string py = std::getenv("RINGTRAIN_PYTHON"), root = std::getenv("RINGTRAIN_SOURCE_ROOT");
+  const std::string helper = py + " " + root + "/test/train/scripts/nanochat_files.py ";
+  traintest::prepared_data();  // writes the corpus
+  const std::string corpus = nettest::scratch_dir() + "/corpus";
+  sh(bin + " data prepare --input " + corpus + " --out " + dir + "/data --vocab 300 --val-fraction 0.1 --quiet");
+  std::string flags;
+  for (const auto& f : traintest::tiny_model_flags()) flags += " " + f;
+  sh(bin + " train --data " + dir + "/data --out " + dir + "/run" + flags + " --steps 3 --eval-every 0");
+  sh(bin + " export --checkpoint " + dir + "/run --out " + dir + "/model.safetensors");
+  std::ofstream(dir + "/config.json") << rt::io::SafetensorsFile::load(dir + "/model.safetensors").metadata().at("ringtrain_config");
+  std::ofstream(dir + "/pattern.txt") << rt::data::kSplitPattern;
+  BOOST_TEST_MESSAGE(sh(helper + "make " + root + " " + dir + "/model.safetensors " + dir + "/config.json " + dir +
+                        "/data/tokenizer.tiktoken " + dir + "/pattern.txt " + dir + "/nc"));
+
+  sh(bin + " import --from " + dir + "/nc/base_checkpoints/d2 --tokenizer " + dir + "/nc/tokenizer/tokenizer.pkl --out " + dir + "/imp");
+  // The tokenizer read from the .pkl is the one the data was prepared with, byte for byte.
+  BOOST_TEST((rt::io::read_file(dir + "/imp/rank0/step_000000/tokenizer.tiktoken") == rt::io::read_file(dir + "/data/tokenizer.tiktoken")));
+  const std::string said = sh(bin + " export --checkpoint " + dir + "/imp --format nanochat --out " + dir + "/nc2");
+  BOOST_TEST(said.find("NANOCHAT_BASE_DIR=") != std::string::npos, said);
+  const std::string same = sh(helper + "compare " + dir + "/nc " + dir + "/nc2");
+  BOOST_TEST_MESSAGE(same);
+  BOOST_TEST(same.find("bit-identical") != std::string::npos, same);
+  for (const auto& e : fs::recursive_directory_iterator(dir + "/nc2"))
+    BOOST_TEST(e.path().filename().string().find(".tmp") == std::string::npos, e.path());
+
+  // The same loss as the PyTorch reference (float64) on the same rows of val data.
+  auto model = rt::train::load_model_from_checkpoint(dir + "/imp/rank0/step_000000");
+  const int64_t T = model->config().sequence_len;
+  auto val = std::make_shared<const rt::data::Shard>(rt::data::read_shard(dir + "/data/val.bin"));
+  const auto rows = rt::data::val_rows(val, 0, 1, uint32_t(T), 4);
+  BOOST_TEST_REQUIRE(!rows.empty());
+  const int64_t B = int64_t(rows.size());
+  std::vector<int32_t> idx, tgt;
+  std::vector<int64_t> idx64, tgt64;
+  for (const auto& r : rows)
+    for (int64_t t = 0; t < T; ++t) idx.push_back(r[size_t(t)]), tgt.push_back(r[size_t(t) + 1]);
+  idx64.assign(idx.begin(), idx.end()), tgt64.assign(tgt.begin(), tgt.end());
+  rt::io::write_safetensors(dir + "/batch.safetensors", {{"idx", rt::io::DType::I64, {B, T}, idx64.data()},
+                                                         {"tgt", rt::io::DType::I64, {B, T}, tgt64.data()}});
+  model->reserve(B, T);
+  std::vector<float> losses(size_t(B * T));
+  const double ours = model->forward(idx.data(), tgt.data(), B, T, losses.data(), /*need_backward=*/false);
+  const double ref = std::stod(sh(helper + "loss " + root + " " + dir + "/nc " + dir + "/batch.safetensors"));
+  BOOST_TEST_MESSAGE("loss: ringtrain " << ours << ", reference " << ref);
+  BOOST_TEST(std::abs(ours - ref) <= 1e-5 * std::abs(ref), "ringtrain " << ours << " reference " << ref);
+
+  // The exported tokenizer.pkl prepares the same data as the .tiktoken it came from (and
+  // tiktoken itself agrees with it where installed: tools/tokenizer_check.py).
+  sh(bin + " data prepare --input " + corpus + " --out " + dir + "/data2 --tokenizer " + dir +
+     "/nc2/tokenizer/tokenizer.pkl --val-fraction 0.1 --quiet");
+  BOOST_TEST((rt::io::read_file(dir + "/data2/train.bin") == rt::io::read_file(dir + "/data/train.bin")));
+  BOOST_TEST((rt::io::read_file(dir + "/data2/tokenizer.tiktoken") == rt::io::read_file(dir + "/data/tokenizer.tiktoken")));
+  sh(py + " " + root + "/tools/tokenizer_check.py " + dir + "/data2");
+
+  // Bad input: one line, exit 2, nothing half-written.
+  std::ofstream(dir + "/evil.pkl") << "cos\nsystem\n(S'true'\ntR.";  // pickle that would run a command
+  std::ofstream(dir + "/text.pkl") << "not a pickle";
+  struct Bad { std::string cmd, says; };
+  for (const Bad& b : {Bad{" import --from " + dir + "/nc/base_checkpoints/d2 --tokenizer " + dir + "/evil.pkl --out " + dir + "/bad",
+                           "refers to os.system"},
+                       Bad{" import --from " + dir + "/nc/base_checkpoints/d2 --tokenizer " + dir + "/text.pkl --out " + dir + "/bad",
+                           "not a pickled tiktoken Encoding"},
+                       Bad{" data prepare --input " + corpus + " --tokenizer " + dir + "/evil.pkl --out " + dir + "/bad", "refers to os.system"},
+                       Bad{" import --from " + dir + "/nc/base_checkpoints/d2 --tokenizer " + dir + "/data/token_bytes.bin --out " + dir + "/bad",
+                           "token_bytes.bin"},
+                       Bad{" export --checkpoint " + dir + "/imp --format onnx --out " + dir + "/bad", "--format onnx"},
+                       Bad{" export --checkpoint " + dir + "/imp --format nanochat --tokenizer " + dir + "/evil.pkl --out " + dir + "/bad",
+                           "refers to os.system"}}) {
+    const std::string out = sh(bin + b.cmd + " 2>&1", 2);
+    BOOST_TEST(out.find(b.says) != std::string::npos, b.says << " not in: " << out);
+    BOOST_TEST(traintest::count_lines(out) == 1, out);
+    BOOST_TEST(!fs::exists(dir + "/bad"), b.cmd);
+  }
+  // An export over another tokenizer's base directory is refused: its checkpoints need theirs.
+  sh(bin + " data prepare --input " + corpus + " --out " + dir + "/data3 --vocab 310 --val-fraction 0.1 --quiet");
+  sh(bin + " train --data " + dir + "/data3 --out " + dir + "/run3" + flags + " --steps 1 --eval-every 0");
+  const std::string before = traintest::tree_fingerprint(dir + "/nc2");
+  const std::string clash = sh(bin + " export --checkpoint " + dir + "/run3 --format nanochat --model-tag d2x --out " + dir + "/nc2 2>&1", 2);
+  BOOST_TEST(clash.find("is another tokenizer") != std::string::npos, clash);
+  BOOST_TEST(traintest::tree_fingerprint(dir + "/nc2") == before);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -24,6 +24,7 @@ struct PrepareOptions {
   std::string out_dir;
   uint32_t vocab = 32768;
   std::string tokenizer;       // reuse this .tiktoken file instead of training
+  std::string tokenizer_label; // what meta.json names as its source (default: `tokenizer`)
   double val_fraction = 0.02;  // share of documents put in val, chosen by a seeded hash
   uint64_t max_chars = 0;      // bytes of train text used to train the tokenizer (0 = all)
   int threads = 1;

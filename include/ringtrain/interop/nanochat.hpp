@@ -9,7 +9,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "ringtrain/data/tokenizer.hpp"
+#include "ringtrain/io/safetensors.hpp"
 #include "ringtrain/model/config.hpp"
 #include "ringtrain/model/gpt.hpp"
 
@@ -39,10 +43,47 @@ struct GivenShape {
   bool complete() const { return seq_len > 0 && head_dim > 0 && !window_pattern.empty(); }
 };
 
+// What a ringtrain model does not hold of a nanochat file, kept so that an export gives the
+// same tensors back: each tensor's dtype (in the file's order) and the padding rows of the
+// embedding tables and lm_head, in their own dtype.
+struct NanochatExtras {
+  std::vector<std::pair<std::string, std::string>> dtypes;  // name, "F32" or "BF16"
+  struct Rows {
+    std::string name;
+    io::DType dtype = io::DType::F32;
+    std::vector<int64_t> shape;  // (padded - vocab, width)
+    std::vector<char> bytes;
+  };
+  std::vector<Rows> padding;
+  // As a checkpoint's nanochat.safetensors, and back (the reading checks every size).
+  void save(const std::string& path) const;
+};
+
 // The model, its weights loaded: F32 or BF16 (widened exactly), torch.compile's
-// "_orig_mod." prefix stripped, nanochat's vocabulary padding cropped. `scratch` is a
-// directory for the .pt's conversion (removed file by file). Every tensor is checked
-// against the config; a mismatch is an rt::UsageError naming the file and the tensor.
-std::unique_ptr<model::GPT> load_imported(const ImportSource& src, const std::string& scratch, const GivenShape& given = {});
+// "_orig_mod." prefix stripped, nanochat's vocabulary padding cropped (and kept in `extras`
+// when given). `scratch` is a directory for the .pt's conversion (removed file by file).
+// Every tensor is checked against the config; a mismatch is an rt::UsageError naming the
+// file and the tensor.
+std::unique_ptr<model::GPT> load_imported(const ImportSource& src, const std::string& scratch, const GivenShape& given = {},
+                                          NanochatExtras* extras = nullptr);
+
+// A tokenizer from ringtrain's .tiktoken file, or from nanochat's tokenizer.pkl (a pickled
+// tiktoken Encoding, read by python3 without running anything from it: see the helper). The
+// .pkl must split with nanochat's pattern and carry nanochat's 9 special tokens.
+data::Tokenizer load_tokenizer_file(const std::string& path, const std::string& scratch);
+
+// `ringtrain export --format nanochat`: writes, under out_dir (nanochat's base directory,
+// NANOCHAT_BASE_DIR), base_checkpoints/<model_tag>/model_NNNNNN.pt and meta_NNNNNN.json, and
+// tokenizer/tokenizer.pkl and tokenizer/token_bytes.pt; each file staged and renamed into place
+// at the end. Needs python3 with PyTorch. Returns the helper's report (the files written).
+struct NanochatExport {
+  const model::GPT* model = nullptr;
+  int64_t step = 0;
+  std::string meta_json;       // nanochat's meta_NNNNNN.json, whole
+  std::string tokenizer_path;  // .tiktoken
+  std::string extras_path;     // a checkpoint's nanochat.safetensors, or empty
+  std::string model_tag;       // "d8"
+};
+void export_nanochat(const NanochatExport& what, const std::string& out_dir, const std::string& scratch);
 
 }  // namespace rt::interop

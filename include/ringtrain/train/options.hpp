@@ -84,6 +84,9 @@ struct TrainOptions {
   // Flags that must agree on every rank, as "key=value" lines, checked at the handshake
   // (per-rank flags such as --threads and --device-batch are left out on purpose).
   std::string shared_config_text() const;
+  // The settings as nanochat's base_train names them (its user_config, a JSON object), for a
+  // checkpoint's meta and an export to nanochat; after resolve_horizon.
+  std::string user_config_json() const;
 };
 
 // Parses `ringtrain train` arguments; throws rt::UsageError with a one-line message.

@@ -59,11 +59,11 @@ std::string TrainOptions::shared_config_text() const {
   return s.str();
 }
 
-std::string TrainOptions::user_config_json() const {
+std::string TrainOptions::user_config_json(int64_t tokens_per_step) const {
   const nlohmann::json j = {
       {"depth", depth}, {"aspect_ratio", aspect_ratio}, {"head_dim", head_dim}, {"max_seq_len", seq_len},
       {"window_pattern", window_pattern}, {"num_iterations", steps}, {"target_param_data_ratio", target_param_data_ratio},
-      {"device_batch_size", device_batch}, {"total_batch_size", total_batch}, {"embedding_lr", hyper.embedding_lr},
+      {"device_batch_size", device_batch}, {"total_batch_size", tokens_per_step}, {"embedding_lr", hyper.embedding_lr},
       {"unembedding_lr", hyper.unembedding_lr}, {"matrix_lr", hyper.matrix_lr}, {"scalar_lr", hyper.scalar_lr},
       {"weight_decay", hyper.weight_decay}, {"warmup_steps", hyper.warmup_steps}, {"warmdown_ratio", hyper.warmdown_ratio},
       {"final_lr_frac", hyper.final_lr_frac}, {"eval_every", eval_every}, {"eval_tokens", eval_tokens},

@@ -363,7 +363,7 @@ void Trainer::save_checkpoint(const char* why) {
                {"tokens_seen", tokens_seen_},
                {"val_bpb", last_val_bpb_},
                {"steps", o_.steps},
-               {"user_config", json::parse(o_.user_config_json())},  // for an export to nanochat
+               {"user_config", json::parse(o_.user_config_json(global_tokens_))},  // for an export to nanochat
                {"data", o_.data_dir},
                {"reason", why}};
   const std::string dir = w.commit(meta);

@@ -85,8 +85,9 @@ struct TrainOptions {
   // (per-rank flags such as --threads and --device-batch are left out on purpose).
   std::string shared_config_text() const;
   // The settings as nanochat's base_train names them (its user_config, a JSON object), for a
-  // checkpoint's meta and an export to nanochat; after resolve_horizon.
-  std::string user_config_json() const;
+  // checkpoint's meta and an export to nanochat; after resolve_horizon. tokens_per_step:
+  // the run's (--total-batch 0 means one micro-step, which nanochat has no word for).
+  std::string user_config_json(int64_t tokens_per_step) const;
 };
 
 // Parses `ringtrain train` arguments; throws rt::UsageError with a one-line message.

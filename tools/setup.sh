@@ -25,6 +25,7 @@ cd "$(dirname "$0")/.."
 trainer=(
   g++ cmake meson ninja-build pkg-config
   libdnnl-dev libzmq3-dev libsodium-dev cppzmq-dev libcxxopts-dev libpcre2-dev nlohmann-json3-dev zlib1g-dev
+  libzstd-dev libsnappy-dev  # parquet pages (nanochat's data shards)
   # Debian's oneDNN CMake package (built with an OpenCL GPU runtime) fails to load without
   # the OpenCL headers and library, and libdnnl-dev does not depend on them
   ocl-icd-opencl-dev opencl-c-headers

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "ringtrain/data/parquet.hpp"
 #include "ringtrain/errors.hpp"
 
 namespace fs = std::filesystem;
@@ -21,7 +22,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 bool is_text_name(const std::string& name) {
-  for (const char* ext : {".txt", ".rst", ".md", ".jsonl"})
+  for (const char* ext : {".txt", ".rst", ".md", ".jsonl", ".parquet"})
     if (ends_with(name, ext)) return true;  // ".rst.txt" ends with ".txt"
   return false;
 }
@@ -195,7 +196,7 @@ std::vector<std::string> list_input_files(const std::vector<std::string>& inputs
       }
       if (ec) throw UsageError("cannot list directory " + in + " (" + ec.message() + "); check its permissions");
       if (files.size() == before)
-        throw UsageError("directory " + in + " holds no .txt/.rst/.md/.jsonl files; point --input at text");
+        throw UsageError("directory " + in + " holds no .txt/.rst/.md/.jsonl/.parquet files; point --input at text");
     } else {
       files.push_back(in);
     }
@@ -213,7 +214,15 @@ Corpus read_corpus(const std::vector<std::string>& files,
     std::ifstream f(path, std::ios::binary);
     if (!f) throw UsageError("cannot read " + path + "; check its permissions");
     c.sources.push_back(path);
-    if (ends_with(path, ".jsonl")) {
+    if (ends_with(path, ".parquet")) {
+      // nanochat's shards: one document per row of the "text" column (nulls skipped).
+      if (k + 1 == files.size() && k > 0) c.last_file_first_doc = c.docs.size();
+      read_parquet_text(path, "text", [&](std::string_view text) {
+        c.bytes += text.size();
+        if (!text.empty()) c.docs.emplace_back(text);
+      });
+      ++c.parquet_files;
+    } else if (ends_with(path, ".jsonl")) {
       std::string line;
       size_t lineno = 0;
       while (std::getline(f, line)) {

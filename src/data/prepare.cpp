@@ -155,11 +155,18 @@ PrepareResult prepare_data(const PrepareOptions& opt) {
     throw UsageError("the corpus is empty: no non-empty documents in --input; add text files");
 
   // Split train/val by a seeded hash of the document index; keep at least one of each
-  // when there are two or more documents.
+  // when there are two or more documents. nanochat's shards split as nanochat does: the last
+  // shard is val, the others train.
   std::vector<uint8_t> is_val(corpus.docs.size());
   size_t nval = 0;
-  for (size_t d = 0; d < corpus.docs.size(); ++d) nval += is_val[d] = is_val_document(opt.seed, d, opt.val_fraction);
-  if (opt.val_fraction > 0 && nval == 0 && corpus.docs.size() >= 2) is_val[corpus.docs.size() - 1] = 1, nval = 1;
+  const bool nanochat_shards = corpus.parquet_files == files.size() && files.size() >= 2;
+  if (nanochat_shards && corpus.last_file_first_doc < corpus.docs.size()) {
+    for (size_t d = corpus.last_file_first_doc; d < corpus.docs.size(); ++d) is_val[d] = 1, ++nval;
+    log("val: the last shard, %s (%zu documents), as nanochat splits", files.back().c_str(), nval);
+  } else {
+    for (size_t d = 0; d < corpus.docs.size(); ++d) nval += is_val[d] = is_val_document(opt.seed, d, opt.val_fraction);
+    if (opt.val_fraction > 0 && nval == 0 && corpus.docs.size() >= 2) is_val[corpus.docs.size() - 1] = 1, nval = 1;
+  }
   if (nval == corpus.docs.size() && nval >= 2) is_val[0] = 0, --nval;
   std::vector<std::string_view> train_docs;
   for (size_t d = 0; d < corpus.docs.size(); ++d)

@@ -1,10 +1,12 @@
 // Reading the raw text of a corpus. Inputs are files or directories:
-//   - a directory is searched recursively for *.txt, *.rst, *.md, *.rst.txt and *.jsonl;
+//   - a directory is searched recursively for *.txt, *.rst, *.md, *.rst.txt, *.jsonl and *.parquet;
 //   - a .jsonl file holds one JSON object per line whose "text" string is one document;
+//   - a .parquet file (nanochat's shards) holds one document per row of its "text" column;
 //   - any other file is one document (its bytes as they are, valid UTF-8 or not).
 // Files are read in sorted path order, so the document order is deterministic.
 #pragma once
 #include <cstdint>
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -15,6 +17,10 @@ struct Corpus {
   std::vector<std::string> docs;     // non-empty documents, in order
   std::vector<std::string> sources;  // the files read, in order
   uint64_t bytes = 0;
+  size_t parquet_files = 0;
+  // The index of the first document of the last file, when that file is the second or later
+  // parquet shard (nanochat's val split is its last shard); SIZE_MAX otherwise.
+  size_t last_file_first_doc = SIZE_MAX;
 };
 
 // Expands the inputs to a sorted file list. Throws UsageError for a path that does not

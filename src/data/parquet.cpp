@@ -250,12 +250,19 @@ std::string decompress(int64_t codec, const uint8_t* in, size_t n, uint64_t expe
       return out;
     }
     case kZstd: {
+      // No allocation on a header's word alone: the frame states its size (both writers
+      // tested here do), or the size must be one zstd could reach from these bytes.
+      const unsigned long long stated = ZSTD_getFrameContentSize(in, n);
+      if (stated == ZSTD_CONTENTSIZE_ERROR || (stated != ZSTD_CONTENTSIZE_UNKNOWN && stated != expected) ||
+          (stated == ZSTD_CONTENTSIZE_UNKNOWN && expected > uint64_t(n) * 32768 + 4096))
+        size_differs();
       out.resize(size_t(expected));
       const size_t got = ZSTD_decompress(out.data(), out.size(), in, n);
       if (ZSTD_isError(got) || got != expected) size_differs();
       return out;
     }
     case kGzip: {
+      if (expected > uint64_t(n) * 1032 + 1024) size_differs();  // deflate expands at most 1032:1
       out.resize(size_t(expected));
       z_stream z{};
       if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw RuntimeError("zlib failed to start");
@@ -508,7 +515,7 @@ ParquetTextStats read_all(uint64_t size, const std::string& what, const std::str
   const std::string footer_bytes = read_range(size - 8 - footer_n, footer_n);
   const Footer f = parse_footer(reinterpret_cast<const uint8_t*>(footer_bytes.data()), footer_bytes.size(), what, column);
   ParquetTextStats stats;
-  ChunkReader reader{what, f.optional, stats, on_value, {}, {}, {}, {}, {}};
+  ChunkReader reader{what, f.optional, stats, on_value, {}, {}, {}, {}, {}, {}};
   const uint64_t data_end = size - 8 - footer_n;
   for (const Chunk& ch : f.chunks) {
     if (ch.start < 4 || ch.bytes > kMaxChunkBytes || ch.start > data_end || ch.bytes > data_end - ch.start)

@@ -69,10 +69,7 @@ Footer parse_footer(const uint8_t* data, size_t size, const std::string& what, c
   uint8_t type;
   while (r.next_field(id, type)) {
     if (id == 2 && type == thrift::kList) {  // schema: list<SchemaElement>
-      uint8_t et;
-      uint32_t n;
-      r.read_list_header(et, n);
-      if (et != thrift::kStruct) r.fail("the schema is not a list of structs");
+      const uint32_t n = r.read_struct_list("the schema");
       for (uint32_t i = 0; i < n; ++i) {
         Leaf e;
         r.begin_struct();
@@ -90,10 +87,7 @@ Footer parse_footer(const uint8_t* data, size_t size, const std::string& what, c
         schema.push_back(std::move(e));
       }
     } else if (id == 4 && type == thrift::kList) {  // row_groups: list<RowGroup>
-      uint8_t et;
-      uint32_t n;
-      r.read_list_header(et, n);
-      if (et != thrift::kStruct) r.fail("the row groups are not a list of structs");
+      const uint32_t n = r.read_struct_list("the row groups");
       for (uint32_t g = 0; g < n; ++g) {
         std::vector<Chunk> cols;
         int64_t rows = -1;
@@ -102,10 +96,7 @@ Footer parse_footer(const uint8_t* data, size_t size, const std::string& what, c
         uint8_t gt;
         while (r.next_field(gid, gt)) {
           if (gid == 1 && gt == thrift::kList) {  // columns: list<ColumnChunk>
-            uint8_t cet;
-            uint32_t cn;
-            r.read_list_header(cet, cn);
-            if (cet != thrift::kStruct) r.fail("a row group's columns are not structs");
+            const uint32_t cn = r.read_struct_list("a row group's columns");
             for (uint32_t c = 0; c < cn; ++c) {
               Chunk ch;
               int64_t data_offset = -1, dict_offset = -1;

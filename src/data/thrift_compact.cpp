@@ -87,6 +87,14 @@ void CompactReader::read_list_header(uint8_t& elem_type, uint32_t& count) {
 }
 
 // In a list or a map a boolean is a byte of its own, not part of a field header.
+uint32_t CompactReader::read_struct_list(const char* what_list) {
+  uint8_t et;
+  uint32_t n;
+  read_list_header(et, n);
+  if (et != kStruct) fail(std::string(what_list) + " is not a list of structs");
+  return n;
+}
+
 void CompactReader::skip_element(uint8_t type) {
   if (type == kTrue || type == kFalse) byte();
   else skip(type);

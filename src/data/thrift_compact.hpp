@@ -28,7 +28,8 @@ class CompactReader {
   std::string read_binary(size_t max_bytes);
   // A list's element type and count (the count checked against the bytes left).
   void read_list_header(uint8_t& elem_type, uint32_t& count);
-  int64_t read_list_int(uint8_t elem_type) { return read_int(elem_type); }
+  // A list that must hold structs (what parquet's lists of records are): its count.
+  uint32_t read_struct_list(const char* what_list);
   void skip(uint8_t type);
 
   size_t consumed(const uint8_t* start) const { return size_t(p_ - start); }

@@ -22,13 +22,7 @@ void export_nanochat(const NanochatExport& what, const std::string& out_dir, con
                      std::to_string(cfg.vocab_size) + "; give the tokenizer the model was trained with (--tokenizer)");
   const std::string weights = (fs::path(scratch) / ".export.safetensors").string();
   const std::string plan_path = (fs::path(scratch) / ".export-plan.json").string();
-  struct Remove {
-    std::vector<std::string> paths;
-    ~Remove() {
-      std::error_code e;
-      for (const auto& p : paths) fs::remove(p, e);
-    }
-  } remove{{weights, plan_path}};
+  io::RemoveOnExit remove{{weights, plan_path}};
   std::vector<io::TensorRef> tensors;
   for (const auto& p : what.model->params().all()) tensors.push_back({p.name, io::DType::F32, p.shape, p.data});
   io::write_safetensors(weights, tensors);

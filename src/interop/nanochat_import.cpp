@@ -129,12 +129,7 @@ std::unique_ptr<model::GPT> load_imported(const ImportSource& src, const std::st
     run_helper({"pt2st", src.weights, converted}, scratch);
     st_path = converted;
   }
-  struct Remove {
-    std::string p;
-    ~Remove() {
-      if (!p.empty()) fs::remove(p);
-    }
-  } remove_converted{converted};
+  io::RemoveOnExit remove_converted{{converted}};
   const auto f = io::SafetensorsFile::load(st_path);
   model::ModelConfig cfg;
   if (!src.meta.empty()) {
@@ -231,13 +226,7 @@ data::Tokenizer load_tokenizer_file(const std::string& path, const std::string& 
   const std::string pattern = (fs::path(scratch) / ".split_pattern.txt").string();
   const std::string converted = (fs::path(scratch) / ".tokenizer.tiktoken").string();
   io::write_file_atomic(pattern, data::kSplitPattern, std::strlen(data::kSplitPattern));
-  struct Remove {
-    std::vector<std::string> paths;
-    ~Remove() {
-      std::error_code e;
-      for (const auto& p : paths) fs::remove(p, e);
-    }
-  } remove{{pattern, converted}};
+  io::RemoveOnExit remove{{pattern, converted}};
   run_helper({"pkl2tt", path, converted, pattern}, scratch, "reading a tokenizer.pkl");
   try {
     return data::Tokenizer::load(converted);

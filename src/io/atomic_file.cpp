@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -61,6 +62,12 @@ void write_file_atomic(const std::string& path,
   }
   // Make the rename itself durable.
   fsync_directory(dir_of(path));
+}
+
+RemoveOnExit::~RemoveOnExit() {
+  std::error_code ec;
+  for (const auto& p : paths)
+    if (!p.empty()) std::filesystem::remove(p, ec);
 }
 
 void fsync_directory(const std::string& dir) {

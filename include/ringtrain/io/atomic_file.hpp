@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace rt::io {
 
@@ -21,5 +22,12 @@ void fsync_directory(const std::string& dir);
 
 // Reads a whole file; throws rt::UsageError if it cannot be opened.
 std::string read_file(const std::string& path);
+
+// Temporary files removed when it goes out of scope, whatever happened (empty names and
+// files never made are skipped).
+struct RemoveOnExit {
+  std::vector<std::string> paths;
+  ~RemoveOnExit();
+};
 
 }  // namespace rt::io

@@ -46,6 +46,8 @@ int cmd_data(int argc, char** argv) {
       ("max-chars", "bytes of train text used to train the tokenizer (0 = all)",
        cxxopts::value<uint64_t>()->default_value("0"))
       ("threads", "threads for regex splitting and encoding", cxxopts::value<int>()->default_value("1"))
+      ("buffer-mb", "MB of text read and encoded at once: memory stays about 2-3x this, whatever the corpus's size",
+       cxxopts::value<uint64_t>()->default_value("256"))
       ("seed", "seed of the train/val assignment", cxxopts::value<uint64_t>()->default_value("1"))
       ("long-docs", "how train packs a document longer than a row, unless its --long-docs says otherwise: pieces (each packs like a document) or crop (nanochat's: the rest is dropped)",
        cxxopts::value<std::string>()->default_value("pieces"))
@@ -92,6 +94,9 @@ int cmd_data(int argc, char** argv) {
   opt.val_fraction = r["val-fraction"].as<double>();
   opt.max_chars = r["max-chars"].as<uint64_t>();
   opt.threads = r["threads"].as<int>();
+  const uint64_t buffer_mb = r["buffer-mb"].as<uint64_t>();
+  if (buffer_mb < 1 || buffer_mb > (1u << 20)) throw UsageError("--buffer-mb must be from 1 to 1048576 (MB of text encoded at once)");
+  opt.buffer_bytes = buffer_mb << 20;
   opt.seed = r["seed"].as<uint64_t>();
   opt.crop_long_docs = data::parse_long_docs(r["long-docs"].as<std::string>());
   opt.quiet = r.count("quiet") > 0;

@@ -206,22 +206,19 @@ std::vector<std::string> list_input_files(const std::vector<std::string>& inputs
   return files;
 }
 
-Corpus read_corpus(const std::vector<std::string>& files,
-                   const std::function<void(size_t, uint64_t)>& on_progress) {
-  Corpus c;
+uint64_t stream_corpus(const std::vector<std::string>& files, const std::function<void(size_t, std::string&&)>& on_doc,
+                       const std::function<void(size_t, uint64_t)>& on_progress) {
+  uint64_t bytes = 0;
   for (size_t k = 0; k < files.size(); ++k) {
     const auto& path = files[k];
     std::ifstream f(path, std::ios::binary);
     if (!f) throw UsageError("cannot read " + path + "; check its permissions");
-    c.sources.push_back(path);
     if (ends_with(path, ".parquet")) {
       // nanochat's shards: one document per row of the "text" column (nulls skipped).
-      if (k + 1 == files.size() && k > 0) c.last_file_first_doc = c.docs.size();
       read_parquet_text(path, "text", [&](std::string_view text) {
-        c.bytes += text.size();
-        if (!text.empty()) c.docs.emplace_back(text);
+        bytes += text.size();
+        if (!text.empty()) on_doc(k, std::string(text));
       });
-      ++c.parquet_files;
     } else if (ends_with(path, ".jsonl")) {
       std::string line;
       size_t lineno = 0;
@@ -235,18 +232,31 @@ Corpus read_corpus(const std::vector<std::string>& files,
           throw UsageError(path + ":" + std::to_string(lineno) + ": " + e.what() +
                            "; each line must be a JSON object with a \"text\" string");
         }
-        c.bytes += text.size();
-        if (!text.empty()) c.docs.push_back(std::move(text));
+        bytes += text.size();
+        if (!text.empty()) on_doc(k, std::move(text));
       }
     } else {
       std::ostringstream ss;
       ss << f.rdbuf();
       std::string text = ss.str();
-      c.bytes += text.size();
-      if (!text.empty()) c.docs.push_back(std::move(text));
+      bytes += text.size();
+      if (!text.empty()) on_doc(k, std::move(text));
     }
-    if (on_progress && (k % 256 == 255 || k + 1 == files.size())) on_progress(k + 1, c.bytes);
+    if (on_progress && (k % 256 == 255 || k + 1 == files.size())) on_progress(k + 1, bytes);
   }
+  return bytes;
+}
+
+Corpus read_corpus(const std::vector<std::string>& files,
+                   const std::function<void(size_t, uint64_t)>& on_progress) {
+  Corpus c;
+  c.sources = files;
+  for (const auto& f : files) c.parquet_files += ends_with(f, ".parquet");
+  c.bytes = stream_corpus(files, [&](size_t k, std::string&& text) {
+    if (k + 1 == files.size() && k > 0 && c.last_file_first_doc == SIZE_MAX && ends_with(files[k], ".parquet"))
+      c.last_file_first_doc = c.docs.size();
+    c.docs.push_back(std::move(text));
+  }, on_progress);
   return c;
 }
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "parallel.hpp"
@@ -148,34 +149,59 @@ PrepareResult prepare_data(const PrepareOptions& opt) {
   }
   std::vector<std::string> files = list_input_files(inputs);
   log("reading %zu files", files.size());
-  Corpus corpus = read_corpus(files, [&](size_t done, uint64_t bytes) {
-    log("read %zu/%zu files, %.1f MB", done, files.size(), bytes / 1e6);
-  });
-  if (corpus.docs.empty())
-    throw UsageError("the corpus is empty: no non-empty documents in --input; add text files");
+  // The corpus streams through three passes and is never held whole: memory is bounded by
+  // --buffer-mb (the text encoded at once), not by the corpus. Pass 0 counts the documents
+  // (the split needs the total) and checks every file before anything is created.
+  std::vector<uint64_t> first_doc_of(files.size() + 1, 0);
+  uint64_t num_docs = 0;
+  const uint64_t bytes = stream_corpus(files, [&](size_t k, std::string&&) { ++num_docs, first_doc_of[k + 1] = num_docs; },
+                                       [&](size_t done, uint64_t b) { log("read %zu/%zu files, %.1f MB", done, files.size(), b / 1e6); });
+  for (size_t k = 1; k <= files.size(); ++k) first_doc_of[k] = std::max(first_doc_of[k], first_doc_of[k - 1]);
+  if (num_docs == 0) throw UsageError("the corpus is empty: no non-empty documents in --input; add text files");
 
-  // Split train/val by a seeded hash of the document index; keep at least one of each
-  // when there are two or more documents. nanochat's shards split as nanochat does: the last
-  // shard is val, the others train.
-  std::vector<uint8_t> is_val(corpus.docs.size());
-  size_t nval = 0;
-  const bool nanochat_shards = corpus.parquet_files == files.size() && files.size() >= 2;
-  if (nanochat_shards && corpus.last_file_first_doc < corpus.docs.size()) {
-    for (size_t d = corpus.last_file_first_doc; d < corpus.docs.size(); ++d) is_val[d] = 1, ++nval;
-    log("val: the last shard, %s (%zu documents), as nanochat splits", files.back().c_str(), nval);
+  // The split, a function of the document's index. nanochat's shards split as nanochat does:
+  // the last shard is val, the others train. Otherwise a seeded hash, keeping at least one
+  // of each when there are two or more documents.
+  size_t parquet_files = 0;
+  for (const auto& f : files) parquet_files += f.size() > 8 && f.compare(f.size() - 8, 8, ".parquet") == 0;
+  const uint64_t last_first = first_doc_of[files.size() - 1];
+  const bool nanochat_shards = parquet_files == files.size() && files.size() >= 2 && last_first < num_docs;
+  uint64_t nval = 0;
+  bool force_last_val = false, force_first_train = false;
+  if (nanochat_shards) {
+    nval = num_docs - last_first;
+    log("val: the last shard, %s (%llu documents), as nanochat splits", files.back().c_str(), (unsigned long long)nval);
   } else {
-    for (size_t d = 0; d < corpus.docs.size(); ++d) nval += is_val[d] = is_val_document(opt.seed, d, opt.val_fraction);
-    if (opt.val_fraction > 0 && nval == 0 && corpus.docs.size() >= 2) is_val[corpus.docs.size() - 1] = 1, nval = 1;
+    for (uint64_t d = 0; d < num_docs; ++d) nval += is_val_document(opt.seed, d, opt.val_fraction);
+    if (opt.val_fraction > 0 && nval == 0 && num_docs >= 2) force_last_val = true, nval = 1;
   }
-  if (nval == corpus.docs.size() && nval >= 2) is_val[0] = 0, --nval;
-  std::vector<std::string_view> train_docs;
-  for (size_t d = 0; d < corpus.docs.size(); ++d)
-    if (!is_val[d]) train_docs.push_back(corpus.docs[d]);
-  log("%zu documents (%zu train, %zu val), %.1f MB", corpus.docs.size(), train_docs.size(), nval,
-      corpus.bytes / 1e6);
+  if (nval == num_docs && nval >= 2) force_first_train = true, --nval;
+  auto is_val = [&](uint64_t d) {
+    if (d == 0 && force_first_train) return false;
+    if (nanochat_shards) return d >= last_first;
+    return (force_last_val && d + 1 == num_docs) || is_val_document(opt.seed, d, opt.val_fraction);
+  };
+  log("%llu documents (%llu train, %llu val), %.1f MB", (unsigned long long)num_docs, (unsigned long long)(num_docs - nval),
+      (unsigned long long)nval, bytes / 1e6);
+
+  // Documents in batches of at most --buffer-mb of text, in order, each with its index.
+  auto for_each_batch = [&](const std::function<bool(uint64_t)>& wanted,
+                            const std::function<void(std::vector<std::string>&, std::vector<uint64_t>&)>& on_batch) {
+    std::vector<std::string> batch;
+    std::vector<uint64_t> index;
+    uint64_t held = 0, d = 0;
+    stream_corpus(files, [&](size_t, std::string&& text) {
+      const uint64_t i = d++;
+      if (!wanted(i)) return;
+      held += text.size();
+      batch.push_back(std::move(text)), index.push_back(i);
+      if (held >= opt.buffer_bytes) on_batch(batch, index), batch.clear(), index.clear(), held = 0;
+    });
+    if (!batch.empty()) on_batch(batch, index);
+  };
 
   PrepareResult res;
-  res.bytes = corpus.bytes;
+  res.bytes = bytes;
   auto tok_t0 = std::chrono::steady_clock::now();
   std::optional<Tokenizer> tok;
   if (!opt.tokenizer.empty()) {
@@ -184,9 +210,29 @@ PrepareResult prepare_data(const PrepareOptions& opt) {
     if (tok->vocab_size() > 65536)
       throw UsageError("tokenizer " + opt.tokenizer + " has more than 65536 tokens; shards store uint16 ids");
   } else {
+    // Pass 1: the chunk counts of the train documents (the first --max-chars bytes of them),
+    // batch by batch; only the unique chunks and their counts are kept.
     Pretokenizer pre;
-    ChunkCounts chunks = count_chunks(pre, train_docs.empty() ? std::vector<std::string_view>{corpus.docs[0]} : train_docs,
-                                      opt.threads, opt.max_chars);
+    std::unordered_map<std::string, uint64_t> counts;
+    uint64_t counted = 0;
+    const bool no_train = nval == num_docs;  // one document: train the tokenizer on it
+    for_each_batch([&](uint64_t d) { return (no_train || !is_val(d)) && (opt.max_chars == 0 || counted < opt.max_chars); },
+                   [&](std::vector<std::string>& batch, std::vector<uint64_t>&) {
+                     std::vector<std::string_view> views;
+                     for (const auto& t : batch) {
+                       if (opt.max_chars > 0 && counted >= opt.max_chars) break;
+                       views.emplace_back(t), counted += t.size();
+                     }
+                     ChunkCounts part = count_chunks(pre, views, opt.threads, 0);
+                     for (size_t i = 0; i < part.chunks.size(); ++i) counts[std::move(part.chunks[i])] += part.counts[i];
+                   });
+    ChunkCounts chunks;
+    {
+      std::vector<std::pair<std::string, uint64_t>> sorted(std::make_move_iterator(counts.begin()), std::make_move_iterator(counts.end()));
+      counts.clear();
+      std::sort(sorted.begin(), sorted.end());
+      for (auto& [chunk, c] : sorted) chunks.chunks.push_back(std::move(chunk)), chunks.counts.push_back(c);
+    }
     size_t merges_wanted = opt.vocab - 256 - kNumSpecialTokens;
     log("tokenizer: %zu unique chunks, training %zu merges", chunks.chunks.size(), merges_wanted);
     auto merges = train_bpe(chunks, merges_wanted, [&](size_t done) {
@@ -201,36 +247,34 @@ PrepareResult prepare_data(const PrepareOptions& opt) {
   res.vocab = tok->vocab_size();
   log("tokenizer ready in %.1fs", res.train_tokenizer_s);
 
-  // Encode every document (BOS first) in parallel, then lay out the two shards.
-  auto enc_t0 = std::chrono::steady_clock::now();
-  std::vector<std::vector<uint32_t>> encoded(corpus.docs.size());
-  const uint32_t bos = tok->bos_id();
-  parallel_slices(size_t(opt.threads), opt.threads, [&](size_t tid, size_t, size_t) {
-    for (size_t d = tid; d < corpus.docs.size(); d += opt.threads) {
-      encoded[d].push_back(bos);
-      tok->encode_append(corpus.docs[d], encoded[d]);
-    }
-  });
-  Shard shards[2];  // train, val
-  for (auto& s : shards) s.vocab_size = res.vocab, s.doc_start.push_back(0);
-  for (size_t d = 0; d < corpus.docs.size(); ++d) {
-    Shard& s = shards[is_val[d]];
-    for (uint32_t id : encoded[d]) s.tokens.push_back(uint16_t(id));
-    s.doc_start.push_back(s.tokens.size());
-    std::vector<uint32_t>().swap(encoded[d]);
-  }
-  res.encode_s = seconds_since(enc_t0);
-  res.train_docs = shards[0].num_docs(), res.val_docs = shards[1].num_docs();
-  res.train_tokens = shards[0].tokens.size(), res.val_tokens = shards[1].tokens.size();
-  log("encoded %.1f MB into %llu train + %llu val tokens in %.1fs (%.2f bytes/token)", corpus.bytes / 1e6,
-      (unsigned long long)res.train_tokens, (unsigned long long)res.val_tokens, res.encode_s,
-      double(corpus.bytes) / double(std::max<uint64_t>(1, res.train_tokens + res.val_tokens - corpus.docs.size())));
-
+  // Pass 2: encode each batch (BOS first) in parallel and append it to the two shards.
   StagedOutputs out(opt.out_dir);
   out.create_dir();
+  auto enc_t0 = std::chrono::steady_clock::now();
+  const uint32_t bos = tok->bos_id();
+  ShardWriter shards[2] = {{out.stage("train.bin"), out.stage("train.tokens"), res.vocab},
+                           {out.stage("val.bin"), out.stage("val.tokens"), res.vocab}};
+  std::vector<std::vector<uint32_t>> encoded;
+  for_each_batch([](uint64_t) { return true; }, [&](std::vector<std::string>& batch, std::vector<uint64_t>& index) {
+    encoded.assign(batch.size(), {});
+    parallel_slices(size_t(opt.threads), opt.threads, [&](size_t tid, size_t, size_t) {
+      for (size_t d = tid; d < batch.size(); d += size_t(opt.threads)) {
+        encoded[d].push_back(bos);
+        tok->encode_append(batch[d], encoded[d]);
+      }
+    });
+    for (size_t d = 0; d < batch.size(); ++d) shards[is_val(index[d])].add_document(encoded[d].data(), encoded[d].size());
+  });
+  std::vector<std::vector<uint32_t>>().swap(encoded);
+  for (auto& s : shards) s.finish();
+  res.encode_s = seconds_since(enc_t0);
+  res.train_docs = shards[0].num_docs(), res.val_docs = shards[1].num_docs();
+  res.train_tokens = shards[0].num_tokens(), res.val_tokens = shards[1].num_tokens();
+  log("encoded %.1f MB into %llu train + %llu val tokens in %.1fs (%.2f bytes/token)", bytes / 1e6,
+      (unsigned long long)res.train_tokens, (unsigned long long)res.val_tokens, res.encode_s,
+      double(bytes) / double(std::max<uint64_t>(1, res.train_tokens + res.val_tokens - num_docs)));
+
   tok->save(out.stage("tokenizer.tiktoken"));
-  write_shard(out.stage("train.bin"), shards[0]);
-  write_shard(out.stage("val.bin"), shards[1]);
   write_token_bytes(out.stage("token_bytes.bin"), tok->token_byte_lengths());
   res.total_s = seconds_since(t0);
   {
@@ -249,8 +293,8 @@ PrepareResult prepare_data(const PrepareOptions& opt) {
       << ",\n  \"long_docs\": \"" << (opt.crop_long_docs ? "crop" : "pieces") << '"'
       << ",\n  \"seconds\": {\"tokenizer\": " << res.train_tokenizer_s << ", \"encode\": " << res.encode_s
       << ", \"total\": " << res.total_s << "},\n  \"sources\": [";
-    for (size_t i = 0; i < corpus.sources.size(); ++i)
-      f << (i ? ",\n    \"" : "\n    \"") << json_escape(corpus.sources[i]) << '"';
+    for (size_t i = 0; i < files.size(); ++i)
+      f << (i ? ",\n    \"" : "\n    \"") << json_escape(files[i]) << '"';
     f << "\n  ]\n}\n";
     if (!f) throw RuntimeError("cannot write meta.json in " + opt.out_dir + "; check free disk space");
   }

@@ -54,6 +54,51 @@ void write_shard(const std::string& path, const Shard& shard) {
   if (!f) throw RuntimeError("write to " + path + " failed; check free disk space");
 }
 
+ShardWriter::ShardWriter(std::string path, std::string scratch, uint32_t vocab_size)
+    : path_(std::move(path)), scratch_(std::move(scratch)), vocab_(vocab_size), tokens_(scratch_, std::ios::binary | std::ios::trunc) {
+  if (!tokens_) throw RuntimeError("cannot write " + scratch_ + "; check the directory is writable");
+}
+
+ShardWriter::~ShardWriter() {
+  std::error_code ec;
+  std::filesystem::remove(scratch_, ec);
+}
+
+void ShardWriter::add_document(const uint32_t* ids, size_t n) {
+  buffer_.resize(n);
+  for (size_t i = 0; i < n; ++i) buffer_[i] = uint16_t(ids[i]);
+  tokens_.write(reinterpret_cast<const char*>(buffer_.data()), std::streamsize(n * 2));
+  doc_start_.push_back(doc_start_.back() + n);
+}
+
+void ShardWriter::finish() {
+  tokens_.close();
+  if (!tokens_) throw RuntimeError("write to " + scratch_ + " failed; check free disk space");
+  // The checksum covers the offsets, then the tokens: one read of the tokens for it, one to copy.
+  std::vector<char> block(1 << 20);
+  uint64_t h = fnv1a(doc_start_.data(), doc_start_.size() * 8, kFnvBasis);
+  {
+    std::ifstream in(scratch_, std::ios::binary);
+    while (in.read(block.data(), std::streamsize(block.size())) || in.gcount() > 0) h = fnv1a(block.data(), size_t(in.gcount()), h);
+  }
+  unsigned char header[kShardHeaderBytes] = {};
+  std::memcpy(header, kShardMagic, 8);
+  put<uint32_t>(header + 8, kShardVersion);
+  put<uint32_t>(header + 12, 2);
+  put<uint64_t>(header + 16, vocab_);
+  put<uint64_t>(header + 24, num_docs());
+  put<uint64_t>(header + 32, num_tokens());
+  put<uint64_t>(header + 40, h);
+  std::ofstream f(path_, std::ios::binary | std::ios::trunc);
+  if (!f) throw RuntimeError("cannot write " + path_ + "; check the directory is writable");
+  f.write(reinterpret_cast<const char*>(header), sizeof header);
+  f.write(reinterpret_cast<const char*>(doc_start_.data()), std::streamsize(doc_start_.size() * 8));
+  std::ifstream in(scratch_, std::ios::binary);
+  while (in.read(block.data(), std::streamsize(block.size())) || in.gcount() > 0) f.write(block.data(), in.gcount());
+  f.flush();
+  if (!f) throw RuntimeError("write to " + path_ + " failed; check free disk space");
+}
+
 Shard read_shard(const std::string& path) {
   std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);

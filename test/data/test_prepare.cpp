@@ -13,6 +13,7 @@
 
 #include "data_fixtures.hpp"
 #include "ringtrain/data/loader.hpp"
+#include "ringtrain/data/prepare.hpp"
 #include "ringtrain/data/tokenizer.hpp"
 
 namespace fs = std::filesystem;
@@ -134,6 +135,30 @@ BOOST_AUTO_TEST_CASE(writes_tokenizer_shards_and_token_bytes) {
   // No temporary files are left behind.
   for (auto& e : fs::directory_iterator(out)) BOOST_TEST(e.path().filename().string()[0] != '.');
   fs::remove_all(corpus), fs::remove_all(out), fs::remove_all(out2);
+}
+
+// The corpus streams through in batches of --buffer-mb: batches of a few documents give the
+// same files, byte for byte, as one batch of everything (the tokenizer's counts too), also
+// with --max-chars cutting the tokenizer's text in the middle of a batch.
+BOOST_AUTO_TEST_CASE(batches_of_any_size_give_the_same_files) {
+  fs::path corpus = make_corpus("corpus_batches");
+  for (uint64_t max_chars : {uint64_t(0), uint64_t(3000)}) {
+    std::string files[2][4];
+    for (int k = 0; k < 2; ++k) {
+      rt::data::PrepareOptions opt;
+      opt.inputs = {corpus.string()};
+      opt.out_dir = testing::temp_path("out_batches" + std::to_string(k));
+      fs::remove_all(opt.out_dir);
+      opt.vocab = 300, opt.val_fraction = 0.2, opt.max_chars = max_chars, opt.quiet = true, opt.threads = 2;
+      opt.buffer_bytes = k == 0 ? (256ull << 20) : 700;  // everything at once; a few documents at a time
+      rt::data::prepare_data(opt);
+      int i = 0;
+      for (auto name : {"tokenizer.tiktoken", "train.bin", "val.bin", "token_bytes.bin"}) files[k][i++] = read_file(fs::path(opt.out_dir) / name);
+      fs::remove_all(opt.out_dir);
+    }
+    for (int i = 0; i < 4; ++i) BOOST_TEST((files[0][i] == files[1][i]), "file " << i << ", max_chars " << max_chars);
+  }
+  fs::remove_all(corpus);
 }
 
 BOOST_AUTO_TEST_CASE(bad_input_exits_2_and_leaves_out_untouched) {

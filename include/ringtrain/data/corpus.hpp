@@ -32,6 +32,11 @@ std::vector<std::string> list_input_files(const std::vector<std::string>& inputs
 Corpus read_corpus(const std::vector<std::string>& files,
                    const std::function<void(size_t, uint64_t)>& on_progress = {});
 
+// The same documents, one at a time, without keeping them: on_doc(file index, text) for each
+// non-empty one (what data prepare streams). Returns the bytes read.
+uint64_t stream_corpus(const std::vector<std::string>& files, const std::function<void(size_t, std::string&&)>& on_doc,
+                       const std::function<void(size_t, uint64_t)>& on_progress = {});
+
 // The "text" string of one JSON object line. Throws std::invalid_argument with the reason.
 std::string jsonl_text_field(const std::string& line);
 

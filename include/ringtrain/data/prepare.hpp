@@ -28,6 +28,10 @@ struct PrepareOptions {
   double val_fraction = 0.02;  // share of documents put in val, chosen by a seeded hash
   uint64_t max_chars = 0;      // bytes of train text used to train the tokenizer (0 = all)
   int threads = 1;
+  // --buffer-mb: the text read and encoded at once. Peak memory is about this times (1 + 4 /
+  // bytes per token), plus the tokenizer's chunk counts when it is trained, plus 8 bytes a
+  // document; the corpus itself only streams through.
+  uint64_t buffer_bytes = 256ull << 20;
   uint64_t seed = 1;
   bool quiet = false;          // no progress on stderr
   // --long-docs: how `train` packs a document longer than a row, unless its own --long-docs

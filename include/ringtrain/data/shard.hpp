@@ -16,6 +16,7 @@
 // The file size must be exactly 64 + 8 (num_docs + 1) + 2 num_tokens.
 #pragma once
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,29 @@ struct Shard {
 
 // Writes the shard to path (the caller renames it into place). Throws RuntimeError on I/O.
 void write_shard(const std::string& path, const Shard& shard);
+
+// The same file, written as its documents come (data prepare streams its corpus): the tokens
+// go to `scratch` as they arrive, only the offsets stay in memory (8 bytes a document);
+// finish() writes `path` (header, offsets, then the tokens copied over). The scratch file is
+// removed in any case.
+class ShardWriter {
+ public:
+  ShardWriter(std::string path, std::string scratch, uint32_t vocab_size);
+  ~ShardWriter();
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+  void add_document(const uint32_t* ids, size_t n);  // each id < vocab_size <= 65536
+  uint64_t num_docs() const { return doc_start_.size() - 1; }
+  uint64_t num_tokens() const { return doc_start_.back(); }
+  void finish();
+
+ private:
+  std::string path_, scratch_;
+  uint32_t vocab_;
+  std::ofstream tokens_;
+  std::vector<uint64_t> doc_start_{0};
+  std::vector<uint16_t> buffer_;
+};
 // Reads and checks a shard: magic, version, size, checksum, offsets, BOS at every document
 // start and ids < vocab. Throws UsageError naming the file and the problem.
 Shard read_shard(const std::string& path);

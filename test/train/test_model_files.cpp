@@ -245,6 +245,12 @@ BOOST_AUTO_TEST_CASE(nanochat_round_trip) {
   BOOST_TEST((rt::io::read_file(dir + "/data2/train.bin") == rt::io::read_file(dir + "/data/train.bin")));
   BOOST_TEST((rt::io::read_file(dir + "/data2/tokenizer.tiktoken") == rt::io::read_file(dir + "/data/tokenizer.tiktoken")));
   sh(py + " " + root + "/tools/tokenizer_check.py " + dir + "/data2");
+  // And on the kernel docs (data prepare's default corpus): tiktoken, loading the exported
+  // tokenizer.pkl as nanochat does, gives ringtrain's ids.
+  sh(bin + " data prepare --out " + dir + "/kdoc --tokenizer " + dir + "/nc2/tokenizer/tokenizer.pkl --threads 2 --quiet");
+  const std::string ids = sh(helper + "ids " + dir + "/nc2 " + dir + "/kdoc 400");
+  BOOST_TEST_MESSAGE("kernel docs: " << ids);
+  BOOST_TEST(ids.find(" documents: ") != std::string::npos, ids);
 
   // Bad input: one line, exit 2, nothing half-written.
   std::ofstream(dir + "/evil.pkl") << "cos\nsystem\n(S'true'\ntR.";  // pickle that would run a command

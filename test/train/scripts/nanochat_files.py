@@ -6,6 +6,8 @@ PyTorch (and the real tiktoken where installed).
         model_000005.pt (bf16 embeddings, padded tables), meta_000005.json, tokenizer/tokenizer.pkl
   compare NC_DIR NC_DIR2     every tensor bit for bit (dtype too), the meta, the tokenizer
   loss  ROOT NC_DIR BATCH.safetensors     the reference model's loss of nanochat's own file
+  ids   NC_DIR DATA_DIR N      tokenizer.pkl (by tiktoken where installed) gives the ids of the
+                               first N documents of DATA_DIR/train.bin, which ringtrain wrote
 Prints what it did; exits 1 with a message on a difference."""
 import base64
 import copyreg
@@ -163,6 +165,31 @@ def loss(root, nc, batch):
     print(repr(value.item()))
 
 
+def ids(nc, data, n):
+    import struct
+    ranks, specials, enc = tokenizer_of(nc)
+    by_id = {i: t for t, i in ranks.items()}
+    raw = open(os.path.join(data, "train.bin"), "rb").read()
+    num_docs, num_tokens = struct.unpack_from("<QQ", raw, 24)
+    starts = struct.unpack_from(f"<{num_docs + 1}Q", raw, 64)
+    toks = struct.unpack_from(f"<{num_tokens}H", raw, 64 + 8 * (num_docs + 1))
+    checked = 0
+    for d in range(min(int(n), num_docs)):
+        doc = list(toks[starts[d] + 1:starts[d + 1]])  # after <|bos|>
+        text = b"".join(by_id[i] for i in doc)
+        if enc is not None:
+            try:
+                s = text.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if enc.encode_ordinary(s) != doc:
+                sys.exit(f"document {d}: tiktoken with the exported tokenizer.pkl gives other ids than ringtrain")
+        checked += 1
+    if checked < min(int(n), num_docs) * 9 // 10:
+        sys.exit(f"only {checked} of {min(int(n), num_docs)} documents are UTF-8 text to compare")
+    print(f"{checked} documents: {'tiktoken gives the same ids' if enc is not None else 'decoded (no tiktoken)'}")
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "make":
@@ -171,5 +198,7 @@ if __name__ == "__main__":
         compare(*sys.argv[2:4])
     elif cmd == "loss":
         loss(*sys.argv[2:5])
+    elif cmd == "ids":
+        ids(*sys.argv[2:5])
     else:
         sys.exit("usage: nanochat_files.py make|compare|loss ...")

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flags.hpp"
+#include "train_flags.hpp"
 #include "ringtrain/cli/commands.hpp"
 #include "ringtrain/data/shard.hpp"
 #include "ringtrain/data/tokenizer.hpp"
@@ -35,7 +36,7 @@ namespace rt::cli {
 
 int cmd_train(int argc, char** argv) {
   train::TrainOptions o;
-  if (!train::parse_train_options(argc, argv, o)) return 0;
+  if (!parse_train_flags(argc, argv, o)) return 0;
   return train::run_training(o);
 }
 

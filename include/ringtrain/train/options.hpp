@@ -90,10 +90,6 @@ struct TrainOptions {
   std::string user_config_json(int64_t tokens_per_step) const;
 };
 
-// Parses `ringtrain train` arguments; throws rt::UsageError with a one-line message.
-// Returns false when --help was printed.
-bool parse_train_options(int argc, char** argv, TrainOptions& out);
-
 const char* sync_mode_name(SyncMode m);
 
 }  // namespace rt::train

@@ -17,6 +17,7 @@
 
 #include <cxxopts.hpp>
 
+#include "flags.hpp"
 #include "ringtrain/cli/commands.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/net/communicator.hpp"
@@ -116,18 +117,10 @@ int cmd_bench_allreduce(int argc, char** argv) {
        cxxopts::value<double>()->default_value(std::to_string(static_cast<int>(net::kDefaultStallTimeoutS))))
       ("key", "the job key file (ringtrain keygen): encrypted, authenticated ranks; the same on every rank",
        cxxopts::value<std::string>())
-      ("insecure", "allow plaintext between hosts without --key (anyone reaching the ports can join)")
-      ("h,help", "this help");
+      ("insecure", "allow plaintext between hosts without --key (anyone reaching the ports can join)");
   cxxopts::ParseResult r;
-  try {
-    r = opts.parse(argc, argv);
-  } catch (const std::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see 'ringtrain bench allreduce --help'");
-  }
-  if (r.count("help")) {
-    std::printf("%s\n", opts.help().c_str());
+  if (!parse(opts, argc, argv, r, "ringtrain bench allreduce --rank 0 --peers 10.0.0.1:29500,10.0.0.2:29500 --key job.key --json"))
     return 0;
-  }
   if (!r.count("rank") || !r.count("peers"))
     throw UsageError("bench allreduce needs --rank R and --peers HOST:PORT,...; e.g. --rank 0 --peers 127.0.0.1:29500,127.0.0.1:29501");
   const bool json = r.count("json") > 0;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "flags.hpp"
 #include "ringtrain/cli/commands.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/kernels/matmul.hpp"
@@ -20,9 +21,7 @@ namespace rt::cli {
 
 namespace {
 
-const char* kBenchExample =
-    "example:\n"
-    "  ringtrain bench model --depth 8 --device-batch 2 --seq-len 1024 --threads 2 --steps 10 --warmup 3 --json\n";
+const char* kBenchExample = "ringtrain bench model --depth 8 --device-batch 2 --seq-len 1024 --threads 2 --steps 10 --warmup 3 --json";
 
 double peak_rss_mb() {
   rusage ru{};
@@ -51,20 +50,9 @@ int cmd_bench_model(int argc, char** argv) {
       ("warmup", "steps before measuring", cxxopts::value<int>()->default_value("3"))
       ("optimizer", "optimizer after each backward: none", cxxopts::value<std::string>()->default_value("none"))
       ("seed", "weights and tokens seed", cxxopts::value<uint64_t>()->default_value("0"))
-      ("json", "JSON lines")
-      ("h,help", "show this help");
+      ("json", "JSON lines");
   cxxopts::ParseResult r;
-  try {
-    r = opts.parse(argc, argv);
-    if (!r.unmatched().empty())
-      throw UsageError("unexpected argument '" + r.unmatched()[0] + "'; see 'ringtrain bench model --help'");
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see 'ringtrain bench model --help'");
-  }
-  if (r.count("help")) {
-    std::printf("%s\n%s", opts.help().c_str(), kBenchExample);
-    return 0;
-  }
+  if (!parse(opts, argc, argv, r, kBenchExample)) return 0;
   const int64_t B = r["device-batch"].as<int64_t>(), T = r["seq-len"].as<int64_t>();
   const int threads = r["threads"].as<int>(), steps = r["steps"].as<int>(), warmup = r["warmup"].as<int>();
   if (B < 1 || T < 1) throw UsageError("--device-batch and --seq-len must be positive");

@@ -4,6 +4,7 @@
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 
+#include "flags.hpp"
 #include "ringtrain/cli/commands.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/model/config.hpp"
@@ -12,10 +13,7 @@
 namespace rt::cli {
 
 namespace {
-const char* kInfoExample =
-    "example:\n"
-    "  ringtrain info --depth 8 --json\n"
-    "  ringtrain info --depth 12 --seq-len 2048 --window-pattern SSSL\n";
+const char* kInfoExample = "ringtrain info --depth 8 --json\n  ringtrain info --depth 12 --seq-len 2048 --window-pattern SSSL";
 }
 
 int cmd_info(int argc, char** argv) {
@@ -28,20 +26,9 @@ int cmd_info(int argc, char** argv) {
       ("head-dim", "head dimension D (n_head = n_embd / D)", cxxopts::value<int64_t>()->default_value("128"))
       ("n-kv-head", "key/value heads (GQA), a divisor of n_head", cxxopts::value<int64_t>())
       ("window-pattern", "S/L letters tiled over layers, last layer L", cxxopts::value<std::string>()->default_value("SSSL"))
-      ("json", "print one JSON object")
-      ("h,help", "show this help");
+      ("json", "print one JSON object");
   cxxopts::ParseResult r;
-  try {
-    r = opts.parse(argc, argv);
-    if (!r.unmatched().empty())
-      throw UsageError("unexpected argument '" + r.unmatched()[0] + "'; see 'ringtrain info --help'");
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see 'ringtrain info --help'");
-  }
-  if (r.count("help")) {
-    std::printf("%s\n%s", opts.help().c_str(), kInfoExample);
-    return 0;
-  }
+  if (!parse(opts, argc, argv, r, kInfoExample)) return 0;
   auto cfg = model::ModelConfig::from_depth(r["depth"].as<int64_t>(), r["seq-len"].as<int64_t>(), r["vocab"].as<int64_t>(),
                                             r["aspect-ratio"].as<int64_t>(), r["head-dim"].as<int64_t>());
   if (r.count("n-kv-head")) cfg.n_kv_head = r["n-kv-head"].as<int64_t>();

@@ -8,6 +8,7 @@
 
 #include <cxxopts.hpp>
 
+#include "flags.hpp"
 #include "ringtrain/cli/commands.hpp"
 #include "ringtrain/data/loader.hpp"
 #include "ringtrain/data/prepare.hpp"
@@ -21,6 +22,10 @@ namespace {
 const char* const kExample =
     "example:\n  ringtrain data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out data/kdoc --vocab 32768 --threads 2\n"
     "  (Debian 13: linux-doc-6.12; with no --input, the newest /usr/share/doc/linux-doc*/html/_sources)\n";
+// The same, for the shared flag helper (which prints "example:" itself).
+const char* const kPrepareExample =
+    "ringtrain data prepare --input /usr/share/doc/linux-doc-6.1/html/_sources --out data/kdoc --vocab 32768 --threads 2\n"
+    "  (Debian 13: linux-doc-6.12; with no --input, the newest /usr/share/doc/linux-doc*/html/_sources)";
 }  // namespace
 
 int cmd_data(int argc, char** argv) {
@@ -51,8 +56,7 @@ int cmd_data(int argc, char** argv) {
       ("seed", "seed of the train/val assignment", cxxopts::value<uint64_t>()->default_value("1"))
       ("long-docs", "how train packs a document longer than a row, unless its --long-docs says otherwise: pieces (each packs like a document) or crop (nanochat's: the rest is dropped)",
        cxxopts::value<std::string>()->default_value("pieces"))
-      ("quiet", "no progress on stderr")
-      ("h,help", "show this help");
+      ("quiet", "no progress on stderr");
   // cxxopts takes one value per --input; accept "--input a b c" by gathering the words
   // that follow --input up to the next flag.
   std::vector<std::string> args = {name};
@@ -72,19 +76,10 @@ int cmd_data(int argc, char** argv) {
   std::vector<char*> cargv;
   for (auto& a : args) cargv.push_back(a.data());
   cxxopts::ParseResult r;
-  try {
-    r = options.parse(int(cargv.size()), cargv.data());
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw UsageError(std::string(e.what()) + "; see 'ringtrain data prepare --help'");
-  }
-  if (r.count("help")) {
-    std::printf("%s\n%s", options.help().c_str(), kExample);
-    return 0;
-  }
-  if (!r.unmatched().empty()) throw UsageError("unexpected argument '" + r.unmatched()[0] + "'; see --help");
+  if (!parse(options, int(cargv.size()), cargv.data(), r, kPrepareExample)) return 0;
   data::PrepareOptions opt;
   opt.inputs = inputs;
-  if (!r.count("out")) throw UsageError("--out DIR is required");
+  if (!r.count("out")) throw UsageError("ringtrain data prepare needs --out DIR; run 'ringtrain data prepare --help'");
   opt.out_dir = r["out"].as<std::string>();
   opt.vocab = r["vocab"].as<uint32_t>();
   if (r.count("tokenizer")) {

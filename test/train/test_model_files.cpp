@@ -124,7 +124,7 @@ g = torch.Generator().manual_seed(0)
 sd = {}
 for k, v in t.items():
     x = torch.from_numpy(v.copy())
-    if k in ("transformer.wte.weight", "lm_head.weight") or k.startswith("value_embeds."):
+    if (k in ("transformer.wte.weight", "lm_head.weight") or k.startswith("value_embeds.")) and dtype != "f32-unpadded":
         x = torch.cat([x, torch.randn(320 - x.shape[0], x.shape[1], generator=g)])  # padding rows
         if dtype == "bf16" and k != "lm_head.weight":
             x = x.to(torch.bfloat16)  # nanochat on a GPU keeps its embeddings in bf16
@@ -143,7 +143,7 @@ torch.save([1, 2, 3], out + "/list.pt")
     const auto f = rt::io::SafetensorsFile::load(dir + "/model.safetensors");
     std::ofstream(dir + "/model.safetensors.config.json") << f.metadata().at("ringtrain_config");
   }
-  for (const char* dtype : {"f32", "bf16"})
+  for (const char* dtype : {"f32", "bf16", "f32-unpadded"})
     sh(py + " " + dir + "/to_nanochat.py " + root + " " + dir + "/model.safetensors " + dir + "/nc-" + dtype + " " + dtype);
 
   const std::string eval = " --data " + dir + "/data --json --threads 1";
@@ -152,6 +152,10 @@ torch.save([1, 2, 3], out + "/list.pt")
   BOOST_TEST(said.find("vocab 300") != std::string::npos, said);
   const auto after = nlohmann::json::parse(sh(bin + " eval --checkpoint " + dir + "/imp32" + eval));
   BOOST_TEST(after["val_bpb"].get<double>() == before["val_bpb"].get<double>());  // the same weights, bit for bit
+  // A file whose tables carry no padding rows (older nanochat, or a vocabulary of whole 64s).
+  sh(bin + " import --from " + dir + "/nc-f32-unpadded --out " + dir + "/imp-unpadded");
+  const auto unpadded = nlohmann::json::parse(sh(bin + " eval --checkpoint " + dir + "/imp-unpadded" + eval));
+  BOOST_TEST(unpadded["val_bpb"].get<double>() == before["val_bpb"].get<double>());
   sh(bin + " import --from " + dir + "/nc-bf16/model_000003.pt --out " + dir + "/imp16");
   const auto bf16 = nlohmann::json::parse(sh(bin + " eval --checkpoint " + dir + "/imp16" + eval));
   BOOST_TEST(std::abs(bf16["val_bpb"].get<double>() - before["val_bpb"].get<double>()) < 0.05 * before["val_bpb"].get<double>());

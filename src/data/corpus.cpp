@@ -206,6 +206,8 @@ std::vector<std::string> list_input_files(const std::vector<std::string>& inputs
   return files;
 }
 
+bool is_parquet_file(const std::string& path) { return ends_with(path, ".parquet"); }
+
 uint64_t stream_corpus(const std::vector<std::string>& files, const std::function<void(size_t, std::string&&)>& on_doc,
                        const std::function<void(size_t, uint64_t)>& on_progress) {
   uint64_t bytes = 0;
@@ -213,7 +215,7 @@ uint64_t stream_corpus(const std::vector<std::string>& files, const std::functio
     const auto& path = files[k];
     std::ifstream f(path, std::ios::binary);
     if (!f) throw UsageError("cannot read " + path + "; check its permissions");
-    if (ends_with(path, ".parquet")) {
+    if (is_parquet_file(path)) {
       // nanochat's shards: one document per row of the "text" column (nulls skipped).
       read_parquet_text(path, "text", [&](std::string_view text) {
         bytes += text.size();
@@ -251,12 +253,7 @@ Corpus read_corpus(const std::vector<std::string>& files,
                    const std::function<void(size_t, uint64_t)>& on_progress) {
   Corpus c;
   c.sources = files;
-  for (const auto& f : files) c.parquet_files += ends_with(f, ".parquet");
-  c.bytes = stream_corpus(files, [&](size_t k, std::string&& text) {
-    if (k + 1 == files.size() && k > 0 && c.last_file_first_doc == SIZE_MAX && ends_with(files[k], ".parquet"))
-      c.last_file_first_doc = c.docs.size();
-    c.docs.push_back(std::move(text));
-  }, on_progress);
+  c.bytes = stream_corpus(files, [&](size_t, std::string&& text) { c.docs.push_back(std::move(text)); }, on_progress);
   return c;
 }
 

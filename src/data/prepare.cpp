@@ -47,13 +47,15 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-// Temporary outputs that are removed unless commit() renames them into place.
+// Temporary outputs that are removed unless commit() renames them into place, and scratch
+// files that are always removed.
 class StagedOutputs {
  public:
   explicit StagedOutputs(fs::path dir) : dir_(std::move(dir)) {}
   ~StagedOutputs() {
     std::error_code ec;
     for (auto& [tmp, final_name] : files_) fs::remove(tmp, ec);
+    for (auto& tmp : scratch_) fs::remove(tmp, ec);
     if (created_dir_ && !committed_) fs::remove(dir_, ec);  // only removes it if empty
   }
   void create_dir() {
@@ -70,6 +72,12 @@ class StagedOutputs {
     files_.emplace_back(tmp, dir_ / name);
     return tmp.string();
   }
+  // Path of a working file beside the outputs (same file system), never an output itself.
+  std::string scratch(const std::string& name) {
+    fs::path tmp = dir_ / ("." + name + ".scratch-" + std::to_string(::getpid()));
+    scratch_.push_back(tmp);
+    return tmp.string();
+  }
   void commit() {
     for (auto& [tmp, final_name] : files_) {
       std::error_code ec;
@@ -83,6 +91,7 @@ class StagedOutputs {
  private:
   fs::path dir_;
   std::vector<std::pair<fs::path, fs::path>> files_;
+  std::vector<fs::path> scratch_;
   bool created_dir_ = false, committed_ = false;
 };
 
@@ -152,20 +161,15 @@ PrepareResult prepare_data(const PrepareOptions& opt) {
   // The corpus streams through three passes and is never held whole: memory is bounded by
   // --buffer-mb (the text encoded at once), not by the corpus. Pass 0 counts the documents
   // (the split needs the total) and checks every file before anything is created.
-  std::vector<uint64_t> first_doc_of(files.size() + 1, 0);
-  uint64_t num_docs = 0;
-  const uint64_t bytes = stream_corpus(files, [&](size_t k, std::string&&) { ++num_docs, first_doc_of[k + 1] = num_docs; },
+  uint64_t num_docs = 0, last_first = 0;  // last_first: the documents before the last file's
+  const uint64_t bytes = stream_corpus(files, [&](size_t k, std::string&&) { last_first += k + 1 < files.size(), ++num_docs; },
                                        [&](size_t done, uint64_t b) { log("read %zu/%zu files, %.1f MB", done, files.size(), b / 1e6); });
-  for (size_t k = 1; k <= files.size(); ++k) first_doc_of[k] = std::max(first_doc_of[k], first_doc_of[k - 1]);
   if (num_docs == 0) throw UsageError("the corpus is empty: no non-empty documents in --input; add text files");
 
   // The split, a function of the document's index. nanochat's shards split as nanochat does:
   // the last shard is val, the others train. Otherwise a seeded hash, keeping at least one
   // of each when there are two or more documents.
-  size_t parquet_files = 0;
-  for (const auto& f : files) parquet_files += f.size() > 8 && f.compare(f.size() - 8, 8, ".parquet") == 0;
-  const uint64_t last_first = first_doc_of[files.size() - 1];
-  const bool nanochat_shards = parquet_files == files.size() && files.size() >= 2 && last_first < num_docs;
+  const bool nanochat_shards = files.size() >= 2 && last_first < num_docs && std::all_of(files.begin(), files.end(), is_parquet_file);
   uint64_t nval = 0;
   bool force_last_val = false, force_first_train = false;
   if (nanochat_shards) {
@@ -252,8 +256,8 @@ PrepareResult prepare_data(const PrepareOptions& opt) {
   out.create_dir();
   auto enc_t0 = std::chrono::steady_clock::now();
   const uint32_t bos = tok->bos_id();
-  ShardWriter shards[2] = {{out.stage("train.bin"), out.stage("train.tokens"), res.vocab},
-                           {out.stage("val.bin"), out.stage("val.tokens"), res.vocab}};
+  ShardWriter shards[2] = {{out.stage("train.bin"), out.scratch("train.tokens"), res.vocab},
+                           {out.stage("val.bin"), out.scratch("val.tokens"), res.vocab}};
   std::vector<std::vector<uint32_t>> encoded;
   for_each_batch([](uint64_t) { return true; }, [&](std::vector<std::string>& batch, std::vector<uint64_t>& index) {
     encoded.assign(batch.size(), {});

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -15,6 +16,7 @@
 #include "data_fixtures.hpp"
 #include "ringtrain/data/corpus.hpp"
 #include "ringtrain/data/parquet.hpp"
+#include "ringtrain/data/prepare.hpp"
 #include "ringtrain/errors.hpp"
 
 using rt::data::parse_parquet_text;
@@ -105,13 +107,26 @@ BOOST_AUTO_TEST_CASE(damaged_files_are_refused_not_crashed_on) {
   }
 }
 
-// As `data prepare` input: every row a document, nanochat's last shard the val split.
+// As `data prepare` input: every non-empty row a document, nanochat's last shard (in sorted
+// order) the val split.
 BOOST_AUTO_TEST_CASE(shards_as_a_corpus) {
   const auto files = rt::data::list_input_files({fixture_dir()});
   BOOST_TEST(files.size() == 5u);  // the .parquet files (expected.json and the script are not inputs)
-  const auto c = rt::data::read_corpus(files);
-  BOOST_TEST(c.parquet_files == 5u);
-  BOOST_TEST(c.last_file_first_doc < c.docs.size());
+  BOOST_TEST(files.back().find("zstd_v2_dictionary.parquet") != std::string::npos);
+  const auto expected = nlohmann::json::parse(slurp(fixture_dir() + "expected.json"));
+  uint64_t all = 0, last = 0;
+  for (const char* name : kFiles)
+    for (const auto& v : expected[name])
+      if (!v.is_null() && !v.get<std::string>().empty()) ++all, last += std::string(name) == "zstd_v2_dictionary";
+  BOOST_TEST(rt::data::read_corpus(files).docs.size() == all);
+  rt::data::PrepareOptions opt;
+  opt.inputs = {fixture_dir()};
+  opt.out_dir = rt::data::testing::temp_path("parquet_prepared");
+  opt.vocab = 300, opt.quiet = true;
+  const auto res = rt::data::prepare_data(opt);
+  BOOST_TEST(res.val_docs == last);
+  BOOST_TEST(res.train_docs == all - last);
+  std::filesystem::remove_all(opt.out_dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

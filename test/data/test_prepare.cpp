@@ -132,8 +132,10 @@ BOOST_AUTO_TEST_CASE(writes_tokenizer_shards_and_token_bytes) {
   BOOST_TEST(Tokenizer::load((out3 / "tokenizer.tiktoken").string()).vocab_size() == 300u);
   BOOST_TEST(read_shard((out3 / "train.bin").string()).vocab_size == 300u);
   fs::remove_all(out3);
-  // No temporary files are left behind.
-  for (auto& e : fs::directory_iterator(out)) BOOST_TEST(e.path().filename().string()[0] != '.');
+  // No temporary or working files are left behind: the outputs and nothing else.
+  std::set<std::string> names;
+  for (auto& e : fs::directory_iterator(out)) names.insert(e.path().filename().string());
+  BOOST_TEST((names == std::set<std::string>{"meta.json", "token_bytes.bin", "tokenizer.tiktoken", "train.bin", "val.bin"}));
   fs::remove_all(corpus), fs::remove_all(out), fs::remove_all(out2);
 }
 

@@ -6,7 +6,6 @@
 // Files are read in sorted path order, so the document order is deterministic.
 #pragma once
 #include <cstdint>
-#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -17,11 +16,10 @@ struct Corpus {
   std::vector<std::string> docs;     // non-empty documents, in order
   std::vector<std::string> sources;  // the files read, in order
   uint64_t bytes = 0;
-  size_t parquet_files = 0;
-  // The index of the first document of the last file, when that file is the second or later
-  // parquet shard (nanochat's val split is its last shard); SIZE_MAX otherwise.
-  size_t last_file_first_doc = SIZE_MAX;
 };
+
+// A parquet file, read as nanochat's shards are (by name: *.parquet).
+bool is_parquet_file(const std::string& path);
 
 // Expands the inputs to a sorted file list. Throws UsageError for a path that does not
 // exist or a directory with no text files in it.

@@ -29,6 +29,18 @@ T get(const unsigned char* src) {
   return v;
 }
 
+// The 64-byte header of shard.hpp, for write_shard and ShardWriter alike.
+void fill_header(unsigned char* header, uint64_t vocab, uint64_t num_docs, uint64_t num_tokens, uint64_t checksum) {
+  std::memset(header, 0, kShardHeaderBytes);
+  std::memcpy(header, kShardMagic, 8);
+  put<uint32_t>(header + 8, kShardVersion);
+  put<uint32_t>(header + 12, 2);
+  put<uint64_t>(header + 16, vocab);
+  put<uint64_t>(header + 24, num_docs);
+  put<uint64_t>(header + 32, num_tokens);
+  put<uint64_t>(header + 40, checksum);
+}
+
 uint64_t checksum(const Shard& s) {
   uint64_t h = fnv1a(s.doc_start.data(), s.doc_start.size() * 8, kFnvBasis);
   return fnv1a(s.tokens.data(), s.tokens.size() * 2, h);
@@ -37,14 +49,8 @@ uint64_t checksum(const Shard& s) {
 }  // namespace
 
 void write_shard(const std::string& path, const Shard& shard) {
-  unsigned char header[kShardHeaderBytes] = {};
-  std::memcpy(header, kShardMagic, 8);
-  put<uint32_t>(header + 8, kShardVersion);
-  put<uint32_t>(header + 12, 2);
-  put<uint64_t>(header + 16, shard.vocab_size);
-  put<uint64_t>(header + 24, shard.num_docs());
-  put<uint64_t>(header + 32, shard.tokens.size());
-  put<uint64_t>(header + 40, checksum(shard));
+  unsigned char header[kShardHeaderBytes];
+  fill_header(header, shard.vocab_size, shard.num_docs(), shard.tokens.size(), checksum(shard));
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) throw RuntimeError("cannot write " + path + "; check the directory is writable");
   f.write(reinterpret_cast<const char*>(header), sizeof header);
@@ -81,14 +87,8 @@ void ShardWriter::finish() {
     std::ifstream in(scratch_, std::ios::binary);
     while (in.read(block.data(), std::streamsize(block.size())) || in.gcount() > 0) h = fnv1a(block.data(), size_t(in.gcount()), h);
   }
-  unsigned char header[kShardHeaderBytes] = {};
-  std::memcpy(header, kShardMagic, 8);
-  put<uint32_t>(header + 8, kShardVersion);
-  put<uint32_t>(header + 12, 2);
-  put<uint64_t>(header + 16, vocab_);
-  put<uint64_t>(header + 24, num_docs());
-  put<uint64_t>(header + 32, num_tokens());
-  put<uint64_t>(header + 40, h);
+  unsigned char header[kShardHeaderBytes];
+  fill_header(header, vocab_, num_docs(), num_tokens(), h);
   std::ofstream f(path_, std::ios::binary | std::ios::trunc);
   if (!f) throw RuntimeError("cannot write " + path_ + "; check the directory is writable");
   f.write(reinterpret_cast<const char*>(header), sizeof header);

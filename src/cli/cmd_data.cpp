@@ -1,7 +1,6 @@
 // `ringtrain data prepare`: flags to rt::data::PrepareOptions; the work is in src/data.
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,11 +96,10 @@ int cmd_data(int argc, char** argv) {
   opt.quiet = r.count("quiet") > 0;
   // nanochat's tokenizer.pkl: read (by python3, nothing in it run) into a .tiktoken file first.
   std::optional<ScratchDir> scratch;
-  if (opt.tokenizer.size() > 4 && opt.tokenizer.compare(opt.tokenizer.size() - 4, 4, ".pkl") == 0) {
+  if (interop::is_tokenizer_pkl(opt.tokenizer)) {
     scratch.emplace(opt.out_dir, "prepare");
     opt.tokenizer_label = opt.tokenizer;
-    opt.tokenizer = (std::filesystem::path(scratch->path()) / "tokenizer.tiktoken").string();
-    interop::load_tokenizer_file(opt.tokenizer_label, scratch->path()).save(opt.tokenizer);
+    opt.tokenizer = interop::tiktoken_file(opt.tokenizer_label, scratch->path());
   }
   auto res = data::prepare_data(opt);
   std::printf("{\"vocab_size\": %u, \"train_docs\": %llu, \"val_docs\": %llu, \"train_tokens\": %llu, "

@@ -92,10 +92,8 @@ int cmd_export(int argc, char** argv) {
     tokenizer = (fs::path(ckpt) / "tokenizer.tiktoken").string();
     if (!fs::exists(tokenizer))
       throw UsageError(ckpt + " holds no tokenizer (imported without --tokenizer); give --tokenizer FILE, the .tiktoken or tokenizer.pkl it was trained with");
-  } else if (tokenizer.size() > 4 && tokenizer.compare(tokenizer.size() - 4, 4, ".pkl") == 0) {
-    const std::string converted = (fs::path(scratch.path()) / "tokenizer.tiktoken").string();
-    interop::load_tokenizer_file(tokenizer, scratch.path()).save(converted);
-    tokenizer = converted;
+  } else {
+    tokenizer = interop::tiktoken_file(tokenizer, scratch.path());
   }
   what.tokenizer_path = tokenizer;
   if (fs::exists(fs::path(ckpt) / "nanochat.safetensors")) what.extras_path = (fs::path(ckpt) / "nanochat.safetensors").string();

@@ -218,8 +218,17 @@ void NanochatExtras::save(const std::string& path) const {
   io::write_safetensors(path, refs, {{"dtypes", order.dump()}});
 }
 
+bool is_tokenizer_pkl(const std::string& path) { return ends_with(path, ".pkl"); }
+
+std::string tiktoken_file(const std::string& path, const std::string& scratch) {
+  if (!is_tokenizer_pkl(path)) return path;
+  const std::string converted = (fs::path(scratch) / "tokenizer.tiktoken").string();
+  load_tokenizer_file(path, scratch).save(converted);
+  return converted;
+}
+
 data::Tokenizer load_tokenizer_file(const std::string& path, const std::string& scratch) {
-  if (!ends_with(path, ".pkl")) return data::Tokenizer::load(path);
+  if (!is_tokenizer_pkl(path)) return data::Tokenizer::load(path);
   std::error_code ec;
   if (!fs::is_regular_file(path, ec))
     throw UsageError("--tokenizer " + path + " does not exist; give nanochat's tokenizer/tokenizer.pkl or a .tiktoken file");

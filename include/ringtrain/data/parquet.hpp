@@ -2,8 +2,9 @@
 // (base_data/shard_NNNNN.parquet, column "text", one document per row). The subset nanochat
 // and the common writers (pyarrow, arrow-rs, parquet-wasm) produce for such a column:
 // a top-level BYTE_ARRAY column, REQUIRED or OPTIONAL (nulls are skipped), any number of row
-// groups, data pages v1 and v2, PLAIN and dictionary (PLAIN_DICTIONARY, RLE_DICTIONARY)
-// encodings, and UNCOMPRESSED, SNAPPY, GZIP or ZSTD pages. Anything else is refused with a
+// groups, data pages v1 and v2, PLAIN, dictionary (PLAIN_DICTIONARY, RLE_DICTIONARY) and delta
+// (DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY) encodings, and UNCOMPRESSED, SNAPPY, GZIP or ZSTD
+// pages. Anything else is refused with a
 // line that names it.
 //
 // The file is read one column chunk at a time, so memory is bounded by the largest chunk

@@ -55,7 +55,8 @@ struct NanochatExtras {
     std::vector<char> bytes;
   };
   std::vector<Rows> padding;
-  // As a checkpoint's nanochat.safetensors, and back (the reading checks every size).
+  // As a checkpoint's nanochat.safetensors (padding rows as tensors, dtypes in the metadata),
+  // which the export's helper reads back.
   void save(const std::string& path) const;
 };
 
@@ -71,11 +72,16 @@ std::unique_ptr<model::GPT> load_imported(const ImportSource& src, const std::st
 // tiktoken Encoding, read by python3 without running anything from it: see the helper). The
 // .pkl must split with nanochat's pattern and carry nanochat's 9 special tokens.
 data::Tokenizer load_tokenizer_file(const std::string& path, const std::string& scratch);
+// Whether `path` names nanochat's pickled tokenizer (*.pkl) rather than a .tiktoken file.
+bool is_tokenizer_pkl(const std::string& path);
+// A .tiktoken file for `path`: itself, or for a tokenizer.pkl its conversion, written into
+// `scratch` (which must outlive its use), for the commands that read a tokenizer by file name.
+std::string tiktoken_file(const std::string& path, const std::string& scratch);
 
 // `ringtrain export --format nanochat`: writes, under out_dir (nanochat's base directory,
 // NANOCHAT_BASE_DIR), base_checkpoints/<model_tag>/model_NNNNNN.pt and meta_NNNNNN.json, and
 // tokenizer/tokenizer.pkl and tokenizer/token_bytes.pt; each file staged and renamed into place
-// at the end. Needs python3 with PyTorch. Returns the helper's report (the files written).
+// at the end. Needs python3 with PyTorch. The helper prints the files it wrote.
 struct NanochatExport {
   const model::GPT* model = nullptr;
   int64_t step = 0;

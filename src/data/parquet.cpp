@@ -183,6 +183,24 @@ Footer parse_footer(const uint8_t* data, size_t size, const std::string& what, c
   return f;
 }
 
+// An unsigned LEB128 varint (the hybrid's run headers, the delta encodings' numbers) of at most
+// (max_shift / 7 + 1) bytes; false when it is cut off or longer.
+bool read_uleb128(const uint8_t*& p, const uint8_t* end, int max_shift, uint64_t& v) {
+  v = 0;
+  for (int shift = 0;; shift += 7) {
+    if (p >= end || shift > max_shift) return false;
+    v |= uint64_t(*p & 0x7f) << shift;
+    if (!(*p++ & 0x80)) return true;
+  }
+}
+
+// `width` bits of a bit-packed run, least significant first, from bit `bit` on (advanced).
+uint64_t take_bits(const uint8_t* p, uint64_t& bit, int width) {
+  uint64_t x = 0;
+  for (int b = 0; b < width; ++b, ++bit) x |= uint64_t((p[bit >> 3] >> (bit & 7)) & 1) << b;
+  return x;
+}
+
 // The RLE / bit-packed hybrid (definition levels, dictionary indices): `count` values of
 // `bit_width` bits.
 void decode_hybrid(const uint8_t* p, size_t n, int bit_width, size_t count, std::vector<uint32_t>& out, const std::string& what) {
@@ -194,19 +212,14 @@ void decode_hybrid(const uint8_t* p, size_t n, int bit_width, size_t count, std:
   const uint64_t max_value = bit_width == 32 ? 0xffffffffull : (1ull << bit_width) - 1;
   while (out.size() < count) {
     uint64_t h = 0;
-    for (int shift = 0;; shift += 7) {
-      if (p >= end || shift > 35) bad("levels or indices end early");
-      h |= uint64_t(*p & 0x7f) << shift;
-      if (!(*p++ & 0x80)) break;
-    }
+    if (!read_uleb128(p, end, 35, h)) bad("levels or indices end early");
     if (h & 1) {  // bit-packed: (h >> 1) groups of 8 values, least significant bit first
       const uint64_t groups = h >> 1;
       if (groups == 0 || groups * uint64_t(bit_width) > uint64_t(end - p)) bad("a bit-packed run is empty or longer than its page");
       const uint64_t values = groups * 8;
       uint64_t bit = 0;
       for (uint64_t v = 0; v < values; ++v) {
-        uint64_t x = 0;
-        for (int b = 0; b < bit_width; ++b, ++bit) x |= uint64_t((p[bit >> 3] >> (bit & 7)) & 1) << b;
+        const uint64_t x = take_bits(p, bit, bit_width);
         if (out.size() < count) out.push_back(uint32_t(x));
       }
       p += groups * uint64_t(bit_width);
@@ -294,11 +307,8 @@ size_t delta_binary_packed(const uint8_t* p, size_t n, std::vector<int64_t>& out
   const uint8_t* const end = p + n;
   auto varint = [&]() {
     uint64_t v = 0;
-    for (int shift = 0;; shift += 7) {
-      if (p >= end || shift > 63) bad("delta-encoded lengths end early");
-      v |= uint64_t(*p & 0x7f) << shift;
-      if (!(*p++ & 0x80)) return v;
-    }
+    if (!read_uleb128(p, end, 63, v)) bad("delta-encoded lengths end early");
+    return v;
   };
   auto zigzag = [&]() { const uint64_t v = varint(); return int64_t(v >> 1) ^ -int64_t(v & 1); };
   const uint64_t block = varint(), miniblocks = varint(), count = varint();
@@ -322,9 +332,7 @@ size_t delta_binary_packed(const uint8_t* p, size_t n, std::vector<int64_t>& out
       if (bytes > uint64_t(end - p)) bad("a miniblock is cut off");
       uint64_t bit = 0;
       for (uint64_t i = 0; i < per_mini && out.size() < count; ++i) {
-        uint64_t d = 0;
-        for (int b = 0; b < w; ++b, ++bit) d |= uint64_t((p[bit >> 3] >> (bit & 7)) & 1) << b;
-        value += min_delta + d;  // wraps as the format's int64 arithmetic does
+        value += min_delta + take_bits(p, bit, w);  // wraps as the format's int64 arithmetic does
         out.push_back(int64_t(value));
       }
       p += bytes;  // a miniblock is padded to its full size, even the last one

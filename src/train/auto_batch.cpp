@@ -1,4 +1,4 @@
-#include "ringtrain/train/auto_batch.hpp"
+#include "auto_batch.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "ringtrain/errors.hpp"
 #include "ringtrain/train/log.hpp"
-#include "ringtrain/train/peer_values.hpp"
+#include "peer_values.hpp"
 
 namespace rt::train {
 

@@ -1,4 +1,4 @@
-#include "ringtrain/train/dataset.hpp"
+#include "dataset.hpp"
 
 #include <filesystem>
 

@@ -9,10 +9,10 @@
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/state_file.hpp"
 #include "ringtrain/train/log.hpp"
-#include "ringtrain/train/peer_values.hpp"
-#include "ringtrain/train/replica_check.hpp"
-#include "ringtrain/train/ring_state.hpp"
-#include "ringtrain/train/trainer_class.hpp"
+#include "peer_values.hpp"
+#include "sync/replica_check.hpp"
+#include "ring_state.hpp"
+#include "trainer_class.hpp"
 
 namespace rt::train {
 

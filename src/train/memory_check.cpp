@@ -1,4 +1,4 @@
-#include "ringtrain/train/memory_check.hpp"
+#include "memory_check.hpp"
 
 #include <cstdio>
 #include <string>

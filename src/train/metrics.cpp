@@ -1,4 +1,4 @@
-#include "ringtrain/train/metrics.hpp"
+#include "metrics.hpp"
 
 #include <cerrno>
 #include <cstring>

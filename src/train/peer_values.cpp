@@ -1,4 +1,4 @@
-#include "ringtrain/train/peer_values.hpp"
+#include "peer_values.hpp"
 
 namespace rt::train {
 

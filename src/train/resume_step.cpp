@@ -1,4 +1,4 @@
-#include "ringtrain/train/resume_step.hpp"
+#include "resume_step.hpp"
 
 #include <filesystem>
 #include <optional>

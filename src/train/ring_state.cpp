@@ -1,4 +1,4 @@
-#include "ringtrain/train/ring_state.hpp"
+#include "ring_state.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/state_file.hpp"
 #include "ringtrain/net/finite_values.hpp"
-#include "ringtrain/train/muon_shards.hpp"
+#include "sync/muon_shards.hpp"
 
 namespace rt::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "ringtrain/train/row_split.hpp"
+#include "row_split.hpp"
 
 #include <algorithm>
 #include <string>

@@ -1,4 +1,4 @@
-#include "ringtrain/train/step_reports.hpp"
+#include "step_reports.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "ringtrain/errors.hpp"
 #include "ringtrain/train/log.hpp"
-#include "ringtrain/train/stop_signals.hpp"
+#include "stop_signals.hpp"
 
 using nlohmann::json;
 

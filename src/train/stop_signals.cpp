@@ -1,4 +1,4 @@
-#include "ringtrain/train/stop_signals.hpp"
+#include "stop_signals.hpp"
 
 #include <signal.h>
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ringtrain/errors.hpp"
-#include "ringtrain/train/auto_batch.hpp"
+#include "auto_batch.hpp"
 
 using rt::train::split_rows;
 

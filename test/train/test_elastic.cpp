@@ -20,7 +20,7 @@
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/net/communicator.hpp"
-#include "ringtrain/train/row_split.hpp"
+#include "row_split.hpp"
 #include "train_fixture.hpp"
 #include "train_ranks.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "ringtrain/model/config.hpp"
 #include "ringtrain/model/layout.hpp"
-#include "ringtrain/train/muon_shards.hpp"
+#include "sync/muon_shards.hpp"
 
 using namespace rt;
 

@@ -15,7 +15,7 @@
 #include "ringtrain/io/state_file.hpp"
 #include "ringtrain/model/params.hpp"
 #include "ringtrain/net/communicator.hpp"
-#include "ringtrain/train/param_sync.hpp"
+#include "sync/param_sync.hpp"
 
 using rt::train::ParamSync;
 

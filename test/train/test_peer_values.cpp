@@ -10,7 +10,7 @@
 #include "../net/spawn.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "../../src/train/sync/embedding_rows.hpp"
-#include "ringtrain/train/peer_values.hpp"
+#include "peer_values.hpp"
 
 namespace {
 

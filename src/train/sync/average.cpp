@@ -1,6 +1,6 @@
 #include "average.hpp"
 
-#include "ringtrain/train/replica_check.hpp"
+#include "sync/replica_check.hpp"
 
 namespace rt::train {
 

@@ -6,7 +6,7 @@
 #pragma once
 #include "modes.hpp"
 #include "ringtrain/train/log.hpp"
-#include "ringtrain/train/param_sync.hpp"
+#include "sync/param_sync.hpp"
 
 namespace rt::train {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ringtrain/train/peer_values.hpp"
+#include "peer_values.hpp"
 
 namespace rt::train {
 

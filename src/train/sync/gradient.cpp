@@ -19,7 +19,7 @@
 #include "ringtrain/errors.hpp"
 #include "ringtrain/model/layout.hpp"
 #include "ringtrain/train/log.hpp"
-#include "ringtrain/train/muon_shards.hpp"
+#include "sync/muon_shards.hpp"
 
 namespace rt::train {
 namespace {

@@ -1,8 +1,8 @@
-// The Sync implementations, one per file (see ringtrain/train/sync.hpp); make_sync picks one.
+// The Sync implementations, one per file (see sync.hpp); make_sync picks one.
 #pragma once
 #include <memory>
 
-#include "ringtrain/train/sync.hpp"
+#include "sync/sync.hpp"
 
 namespace rt::train {
 

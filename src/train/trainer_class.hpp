@@ -15,13 +15,13 @@
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/net/rendezvous.hpp"
 #include "ringtrain/optim/muon_adamw.hpp"
-#include "ringtrain/train/dataset.hpp"
+#include "dataset.hpp"
 #include "ringtrain/train/log.hpp"
-#include "ringtrain/train/metrics.hpp"
+#include "metrics.hpp"
 #include "ringtrain/train/options.hpp"
-#include "ringtrain/train/row_split.hpp"
-#include "ringtrain/train/step_reports.hpp"
-#include "ringtrain/train/sync.hpp"
+#include "row_split.hpp"
+#include "step_reports.hpp"
+#include "sync/sync.hpp"
 
 namespace rt::train {
 

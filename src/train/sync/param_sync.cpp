@@ -1,9 +1,9 @@
-#include "ringtrain/train/param_sync.hpp"
+#include "sync/param_sync.hpp"
 
 #include <utility>
 
 #include "ringtrain/errors.hpp"
-#include "ringtrain/train/replica_check.hpp"
+#include "sync/replica_check.hpp"
 
 namespace rt::train {
 

@@ -1,4 +1,4 @@
-#include "ringtrain/train/replica_check.hpp"
+#include "sync/replica_check.hpp"
 
 #include <cmath>
 #include <cstdlib>

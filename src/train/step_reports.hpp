@@ -14,7 +14,7 @@
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/optim/muon_adamw.hpp"
 #include "ringtrain/train/log.hpp"
-#include "ringtrain/train/metrics.hpp"
+#include "metrics.hpp"
 
 namespace rt::train {
 

@@ -1,4 +1,4 @@
-#include "ringtrain/train/muon_shards.hpp"
+#include "sync/muon_shards.hpp"
 
 #include <algorithm>
 #include <map>

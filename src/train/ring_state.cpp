@@ -1,8 +1,6 @@
 #include "ring_state.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/state_file.hpp"
@@ -12,7 +10,6 @@
 namespace rt::train {
 namespace {
 
-constexpr const char* kComponent = "run";
 // The counters and the loader position are small (the loader keeps ~1000 buffered pieces);
 // the sync state is at most a few parameter-sized buffers.
 size_t max_counter_bytes(const model::ParamSet& params) { return (size_t(16) << 20) + 4 * sizeof(float) * size_t(params.size()); }
@@ -32,46 +29,16 @@ std::vector<int> muon_sources(const net::Membership& ring, bool sharded, const m
   return source;
 }
 
-std::string encode_counters(const RunCounters& c, const std::string& sync_state, const optim::MuonAdamW& opt) {
-  io::StateWriter w;
-  auto& s = w.scalars(kComponent);
-  s["step"] = c.step;
-  s["tokens_seen"] = c.tokens_seen;
-  s["val_bpb"] = c.val_bpb;
-  s["last_eval_step"] = c.last_eval_step;
-  w.int64s(std::string(kComponent) + ".adamw_steps", opt.adamw_steps());
-  c.loader.save(w);
-  // The counters' state file, after its length (8 bytes, little-endian), then the sync state.
-  const std::string head = w.bytes();
-  const uint64_t n = head.size();
-  return std::string(reinterpret_cast<const char*>(&n), sizeof n) + head + sync_state;
-}
-
-void decode_counters(const std::string& bytes, const std::string& what, int64_t max_step, RunCounters& c,
-                     optim::MuonAdamW& opt) {
-  uint64_t n = 0;
-  if (bytes.size() < sizeof n) throw RuntimeError(what + " is too short; every rank must run the same ringtrain build");
-  std::memcpy(&n, bytes.data(), sizeof n);
-  if (n > bytes.size() - sizeof n) throw RuntimeError(what + " is shorter than it says; every rank must run the same ringtrain build");
-  const auto r = io::StateReader::parse(bytes.substr(sizeof n, n), what);
-  RunCounters in;
-  in.sync_state = bytes.substr(sizeof n + n);
-  in.step = r.integer(kComponent, "step");
-  in.tokens_seen = r.number(kComponent, "tokens_seen");
-  in.val_bpb = r.number(kComponent, "val_bpb");
-  in.last_eval_step = r.integer(kComponent, "last_eval_step");
-  if (in.step < 0 || in.step > max_step || !std::isfinite(in.tokens_seen) || in.tokens_seen < 0 || !std::isfinite(in.val_bpb) ||
-      in.last_eval_step < -1 || in.last_eval_step > in.step)
-    throw RuntimeError(what + " holds impossible counters; every rank must run the same ringtrain build");
-  in.loader = data::LoaderState::load(r);
-  opt.set_adamw_steps(r.int64s(std::string(kComponent) + ".adamw_steps"));
-  c = std::move(in);
+RunState without_sync_state(const RunState& run) {
+  RunState out = run;
+  out.sync_state.clear();
+  return out;
 }
 
 }  // namespace
 
 void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool muon_sharded, int64_t max_step,
-                      model::ParamSet& params, optim::MuonAdamW& opt, RunCounters& counters) {
+                      model::ParamSet& params, optim::MuonAdamW& opt, RunState& run) {
   if (ring.stateful.empty()) return;
   const int root = ring.index_of(ring.stateful.front());
   if (root < 0 || root >= comm.world()) throw RuntimeError("the ring's state holder is not in the ring (internal error)");
@@ -99,17 +66,16 @@ void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool
     if (from < 0) std::fill(data, data + count, 0.0f);
     else comm.broadcast(data, count, from), received(data, count, from, "optimizer state");
   });
-  // No sync state is decoded as "keep your own". (Both branches lvalues: no copy of the state.)
-  static const std::string no_sync_state;
-  const std::string& sync_state = everyone_holds_it ? no_sync_state : counters.sync_state;
-  const auto parts = comm.all_gather_bytes(comm.rank() == root ? encode_counters(counters, sync_state, opt) : "",
+  // No sync state is decoded as "keep your own".
+  const auto parts = comm.all_gather_bytes(comm.rank() != root  ? std::string()
+                                           : everyone_holds_it ? without_sync_state(run).encode(opt)
+                                                               : run.encode(opt),
                                            max_counter_bytes(params));
   for (int r = 0; r < comm.world(); ++r)
     if (r != root && !parts[size_t(r)].empty())
       throw RuntimeError("ring member " + std::to_string(r) + " sent a state it does not hold; every rank must run the same ringtrain build");
   if (comm.rank() != root)
-    decode_counters(parts[size_t(root)], "the run's state from ring member " + std::to_string(root), max_step, counters,
-                    opt);
+    run = RunState::decode(parts[size_t(root)], "the run's state from ring member " + std::to_string(root), max_step, opt);
 }
 
 }  // namespace rt::train

@@ -4,23 +4,13 @@
 #pragma once
 #include <cstdint>
 
-#include "ringtrain/data/loader.hpp"
 #include "ringtrain/model/params.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/net/rendezvous.hpp"
 #include "ringtrain/optim/muon_adamw.hpp"
+#include "run_state.hpp"
 
 namespace rt::train {
-
-// The run's own numbers that go with the parameters.
-struct RunCounters {
-  int64_t step = 0;
-  double tokens_seen = 0;
-  double val_bpb = -1;
-  int64_t last_eval_step = -1;
-  data::LoaderState loader;  // the position after `step` steps
-  std::string sync_state;    // the sync mode's state (e.g. diloco's anchor), as state-file bytes
-};
 
 // Every member ends with the state of ring.target_step: the parameters, AdamW's buffers, the
 // counters and the sync state come from the lowest stateful member. With muon_sharded
@@ -33,6 +23,6 @@ struct RunCounters {
 // parameters from the seed). Collective: every member calls it. What a member receives is
 // checked before use: counters within the job's --steps (`max_step`), every value finite.
 void share_ring_state(net::Communicator& comm, const net::Membership& ring, bool muon_sharded, int64_t max_step,
-                      model::ParamSet& params, optim::MuonAdamW& opt, RunCounters& counters);
+                      model::ParamSet& params, optim::MuonAdamW& opt, RunState& run);
 
 }  // namespace rt::train

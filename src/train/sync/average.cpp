@@ -18,15 +18,18 @@ int parameter_buffers(const SyncContext& ctx) {
 }  // namespace
 
 AverageSync::AverageSync(const SyncContext& ctx)
-    : opt_(*ctx.opt),
+    : Sync(ctx, ctx.full_micro_step_scale(ctx.rank_tokens)),
+      opt_(*ctx.opt),
       average_(*ctx.comm, ctx.options->wire, ctx.model->params(), token_weight(ctx),
                diloco(ctx) ? ctx.options->outer_lr : 1.0f, diloco(ctx) ? ctx.options->outer_momentum : 0.0f),
-      every_(ctx.options->sync_every), loss_scale_(ctx.full_micro_step_scale(ctx.rank_tokens)),
-      param_bytes_(double(ctx.model->params().size()) * sizeof(float)), buffers_(parameter_buffers(ctx)),
-      comm_(*ctx.comm), params_(ctx.model->params()) {}
+      every_(ctx.options->sync_every), param_bytes_(double(ctx.model->params().size()) * sizeof(float)),
+      comm_(*ctx.comm), params_(ctx.model->params()) {
+  traits_.extra_bytes = param_bytes_ * parameter_buffers(ctx);
+}
 
-void AverageSync::step_done(const StepPlan& plan) {
+StepSync AverageSync::after_update(const StepPlan& plan) {
   if (averages_at(plan)) average_in_place(plan);
+  return step_sync(plan);
 }
 
 void AverageSync::average_in_place(const StepPlan& plan) {
@@ -35,8 +38,6 @@ void AverageSync::average_in_place(const StepPlan& plan) {
   // when the step evaluates, as --sync grad checks every evaluation.
   if (plan.eval) check_replicas(comm_, params_, plan.step);
 }
-
-double AverageSync::extra_bytes() const { return param_bytes_ * buffers_; }
 
 std::unique_ptr<Sync> make_average_sync(const SyncContext& ctx) { return std::make_unique<AverageSync>(ctx); }
 

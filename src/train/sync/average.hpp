@@ -14,14 +14,10 @@ class AverageSync : public Sync {
  public:
   explicit AverageSync(const SyncContext& ctx);
 
-  float loss_scale() const override { return loss_scale_; }
-  void optimizer_step(int64_t it) override { opt_.step(it); }
-  void step_done(const StepPlan& plan) override;
-  bool report_now(const StepPlan& plan) const override { return averages_at(plan) || plan.eval || plan.last; }
-  bool synced_after(const StepPlan& plan) const override { return averages_at(plan); }
+  void update(int64_t it) override { opt_.step(it); }
+  StepSync after_update(const StepPlan& plan) override;
   void save_state(io::StateWriter& out) const override { average_.save_state(out, kComponent); }
   void load_state(const io::StateReader& in) override { average_.load_state(in, kComponent); }
-  double extra_bytes() const override;
   // Called once the parameters hold the starting point: diloco's anchor starts there
   // unless a checkpoint brought one.
   void begin() override { average_.begin(/*overlapped=*/false); }
@@ -29,6 +25,10 @@ class AverageSync : public Sync {
  protected:
   static constexpr const char* kComponent = "sync";
   bool averages_at(const StepPlan& plan) const { return plan.step % every_ == 0; }
+  // Synced right after an average; the reports travel with it, an evaluation or the end.
+  StepSync step_sync(const StepPlan& plan) const {
+    return {averages_at(plan), averages_at(plan) || plan.eval || plan.last};
+  }
   // Averages now (the step waits for it), then checks the replicas if the step evaluates.
   void average_in_place(const StepPlan& plan);
   // Runs f and counts its time as network time.
@@ -42,9 +42,7 @@ class AverageSync : public Sync {
   optim::MuonAdamW& opt_;
   ParamSync average_;
   int64_t every_;
-  float loss_scale_;
   double param_bytes_;
-  int buffers_;  // parameter-sized buffers of average_
   net::Communicator& comm_;
   model::ParamSet& params_;
 };

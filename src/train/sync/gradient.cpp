@@ -28,15 +28,10 @@ class GradientSync final : public Sync {
  public:
   explicit GradientSync(const SyncContext& ctx);
 
-  float loss_scale() const override { return loss_scale_; }
-  model::GPT::GradReady gradient_ready() override {
-    return [this](int64_t offset, int64_t count) { on_ready(offset, count); };
-  }
-  void micro_step_done() override;
-  void backward_done() override;
-  void optimizer_step(int64_t it) override;
-  bool replicas_identical() const override { return true; }
-  double extra_bytes() const override { return double(staging_.capacity()) * sizeof(float); }
+  // On the last micro-step each range of gradients goes out as soon as it is final.
+  void backward(int64_t rows, bool last) override;
+  void after_backward() override;
+  void update(int64_t it) override;
 
  private:
   enum class Route { AllReduce, OwnerOnly, Rows };
@@ -53,7 +48,6 @@ class GradientSync final : public Sync {
   optim::MuonAdamW& opt_;
   net::Wire wire_;
   int rank_, world_;
-  float loss_scale_;
   std::vector<Route> route_;          // per ParamSet index
   std::vector<int> group_of_param_;   // per ParamSet index: its Muon group, or -1
   std::vector<int> waiting_;          // per Muon group: matrices whose gradient is not final yet
@@ -61,7 +55,6 @@ class GradientSync final : public Sync {
   std::vector<float> staging_;        // one group in owner order (tasks run one at a time)
   EmbeddingRowSync rows_;
   std::vector<int32_t> touched_;      // embedding rows with a gradient, over the step's micro-steps
-  const model::GPT& model_;
   CommQueue queue_;                   // last: its thread stops before the rest goes
 };
 
@@ -73,12 +66,11 @@ std::vector<GradTable> embedding_tables(model::ParamSet& params) {
 }
 
 GradientSync::GradientSync(const SyncContext& ctx)
-    : comm_(*ctx.comm), params_(ctx.model->params()), opt_(*ctx.opt), wire_(ctx.options->wire),
+    : Sync(ctx, ctx.full_micro_step_scale(ctx.global_tokens)),
+      comm_(*ctx.comm), params_(ctx.model->params()), opt_(*ctx.opt), wire_(ctx.options->wire),
       rank_(ctx.comm->rank()), world_(ctx.comm->world()),
-      loss_scale_(ctx.full_micro_step_scale(ctx.global_tokens)),
       shards_(assign_muon_shards(ctx.opt->muon_matrices(), ctx.model->params(), ctx.comm->world())),
-      rows_(*ctx.comm, ctx.options->wire, embedding_tables(ctx.model->params()), ctx.model->config().vocab_size),
-      model_(*ctx.model) {
+      rows_(*ctx.comm, ctx.options->wire, embedding_tables(ctx.model->params()), ctx.model->config().vocab_size) {
   const auto& all = params_.all();
   route_.assign(all.size(), Route::AllReduce);
   group_of_param_.assign(all.size(), -1);
@@ -95,6 +87,8 @@ GradientSync::GradientSync(const SyncContext& ctx)
   }
   staging_.reserve(largest);
   waiting_.assign(shards_.groups.size(), 0);
+  traits_.replicas_identical = true;
+  traits_.extra_bytes = double(staging_.capacity()) * sizeof(float);
 }
 
 void GradientSync::on_ready(int64_t offset, int64_t count) {
@@ -152,14 +146,17 @@ void GradientSync::copy_parts(const MuonShards::Group& g, Copy dir, bool grads, 
   }
 }
 
-// The model lists only the last micro-step's rows; with gradient accumulation every
-// micro-step's rows hold gradient and must be synced (else the replicas drift).
-void GradientSync::micro_step_done() {
-  const auto& rows = model_.touched_tokens();
-  touched_.insert(touched_.end(), rows.begin(), rows.end());
+void GradientSync::backward(int64_t rows, bool last) {
+  model_.backward(loss_scale(rows), last ? model::GPT::GradReady([this](int64_t offset, int64_t count) {
+    on_ready(offset, count);
+  }) : model::GPT::GradReady{});
+  // The model lists only this micro-step's rows; with gradient accumulation every
+  // micro-step's rows hold gradient and must be synced (else the replicas drift).
+  const auto& touched = model_.touched_tokens();
+  touched_.insert(touched_.end(), touched.begin(), touched.end());
 }
 
-void GradientSync::backward_done() {
+void GradientSync::after_backward() {
   const double t0 = now_s();
   queue_.wait();
   std::sort(touched_.begin(), touched_.end());
@@ -169,7 +166,7 @@ void GradientSync::backward_done() {
   comm_s_ += now_s() - t0;
 }
 
-void GradientSync::optimizer_step(int64_t it) {
+void GradientSync::update(int64_t it) {
   opt_.step_adamw(it);
   opt_.step_muon(it, shards_.owned[size_t(rank_)]);
   const double t0 = now_s();

@@ -13,9 +13,11 @@ namespace {
 
 class OverlappedAverageSync final : public AverageSync {
  public:
-  explicit OverlappedAverageSync(const SyncContext& ctx) : AverageSync(ctx), delay_(ctx.options->overlap_steps) {}
+  explicit OverlappedAverageSync(const SyncContext& ctx) : AverageSync(ctx), delay_(ctx.options->overlap_steps) {
+    traits_.extra_bytes += param_bytes_;  // the snapshot of the parameters being averaged
+  }
 
-  void step_done(const StepPlan& plan) override {
+  StepSync after_update(const StepPlan& plan) override {
     // The average started `delay_` steps ago, if any (sooner when this step must settle or
     // the next average is due).
     const bool due = average_.in_flight() && (plan.step - started_at_ >= delay_ || plan.settle() || averages_at(plan));
@@ -25,9 +27,11 @@ class OverlappedAverageSync final : public AverageSync {
     // is done now, as the step's report exchange needs the communicator.
     if (due && next) timed([&] { average_.finish_network(); });
     else if (due) timed([&] { average_.finish(); });
-    if (!averages_at(plan)) return;
-    if (plan.settle()) average_in_place(plan);
-    else start_at_end_ = true, started_at_ = plan.step;
+    if (averages_at(plan)) {
+      if (plan.settle()) average_in_place(plan);
+      else start_at_end_ = true, started_at_ = plan.step;
+    }
+    return step_sync(plan);
   }
 
   void step_end(bool stopping) override {
@@ -42,8 +46,6 @@ class OverlappedAverageSync final : public AverageSync {
   }
   void apply_arrived() override { average_.apply_arrived(); }
   void begin() override { average_.begin(/*overlapped=*/true); }
-  // Plus the snapshot of the parameters being averaged.
-  double extra_bytes() const override { return AverageSync::extra_bytes() + param_bytes_; }
 
  private:
   const int64_t delay_;     // --overlap-steps

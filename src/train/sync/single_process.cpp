@@ -8,14 +8,13 @@ namespace {
 class SingleProcessSync final : public Sync {
  public:
   explicit SingleProcessSync(const SyncContext& ctx)
-      : opt_(*ctx.opt), scale_(ctx.full_micro_step_scale(ctx.rank_tokens)) {}
-  float loss_scale() const override { return scale_; }
-  void optimizer_step(int64_t it) override { opt_.step(it); }
-  bool replicas_identical() const override { return true; }
+      : Sync(ctx, ctx.full_micro_step_scale(ctx.rank_tokens)), opt_(*ctx.opt) {
+    traits_.replicas_identical = true;
+  }
+  void update(int64_t it) override { opt_.step(it); }
 
  private:
   optim::MuonAdamW& opt_;
-  float scale_;
 };
 
 }  // namespace

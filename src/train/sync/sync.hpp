@@ -1,14 +1,20 @@
 // How the ranks of a job keep their models together: one implementation per --sync mode,
-// each in its own file under src/train/sync/, behind one interface. The step loop calls
-// the hooks in this order, whatever the mode:
+// each in its own file beside this one, behind one interface of four phases and a state.
+// The step loop calls, whatever the mode:
 //
-//   for each micro-step: forward; backward(loss_scale(), on the last one gradient_ready());
-//                        micro_step_done()
-//   backward_done()          the gradients this rank's optimizer needs are complete
-//   optimizer_step(it)       the update (shared out between ranks where the mode can)
-//   step_done(plan)          after the update: e.g. average the parameters every H steps
-//   [reports exchanged when report_now(plan); evaluation; checkpoint]
-//   step_end(stopping)       last: may start background work that overlaps the next step
+//   for each micro-step: forward; backward(rows, last)    during backward: the mode runs
+//                                                          it, and may send each range of
+//                                                          gradients as soon as it is final
+//   after_backward()         the gradients this rank's optimizer needs are complete
+//   update(it)               the optimizer step (shared out between ranks where the mode can)
+//   after_update(plan)       the step's end, first half: e.g. average the parameters every
+//                            H steps; says whether the ranks are in step and exchange reports
+//   [reports; evaluation; checkpoint]
+//   step_end(stopping)       the step's end, last: may start background work that overlaps
+//                            the next step
+//
+// Its state: begin() once the parameters hold the starting point, apply_arrived() before a
+// checkpoint, save_state/load_state for checkpoints and for a ring that re-forms.
 //
 // A Sync is made for one membership of the job (make_sync): its communicator, ranks and
 // batch split are fixed for its life. To change the membership, save its state, make a new
@@ -53,46 +59,52 @@ struct StepPlan {
   bool settle() const { return eval || save || last; }
 };
 
+// What a mode is, fixed for its life.
+struct SyncTraits {
+  // Every rank holds the same parameters after every step (then checked bit for bit at
+  // each evaluation).
+  bool replicas_identical = false;
+  // Parameter-sized buffers the mode keeps, in bytes, for the memory check up front.
+  double extra_bytes = 0;
+};
+
+// What a step is, once its update is done, as the mode sees it.
+struct StepSync {
+  // The replicas (parameters and this mode's state) are the same on every rank: every step
+  // unless the ranks run free between averages. Elastic training goes back to such a step
+  // when a rank is lost.
+  bool synced = true;
+  // The ranks exchange their step reports (a collective) after this step.
+  bool report = true;
+};
+
 class Sync {
  public:
   virtual ~Sync() = default;
 
+  // --- the phases of a step ---
+  // During backward: runs the backward of a micro-step of `rows` rows (of --device-batch),
+  // its mean loss scaled so that the gradient the optimizer sees is the mean over the tokens
+  // it stands for. `last`: the step's last micro-step, after which the gradients are final.
+  virtual void backward(int64_t rows, bool last) { model_.backward(loss_scale(rows), {}); }
+  virtual void after_backward() {}
+  virtual void update(int64_t it) = 0;
+  virtual StepSync after_update(const StepPlan&) { return {}; }
+  virtual void step_end(bool /*stopping*/) {}
+
+  // --- its state ---
   // Called once the parameters hold the starting point (fresh, or loaded from a checkpoint
   // together with load_state).
   virtual void begin() {}
-  // Multiplier of each micro-step's mean loss in backward, so that the gradient the
-  // optimizer sees is the mean over the tokens it stands for.
-  virtual float loss_scale() const = 0;
-  // Called by backward with each range of the gradient arena once it is final, on the
-  // last micro-step; empty when the mode does not send gradients.
-  virtual model::GPT::GradReady gradient_ready() { return {}; }
-  // After each micro-step's backward (the model's per-micro-step state, such as the
-  // embedding rows it touched, is still there).
-  virtual void micro_step_done() {}
-  virtual void backward_done() {}
-  virtual void optimizer_step(int64_t it) = 0;
-  virtual void step_done(const StepPlan&) {}
-  // Whether the ranks exchange their step reports (a collective) after this step.
-  virtual bool report_now(const StepPlan&) const { return true; }
-  virtual void step_end(bool stopping) {}
-  // Whether every rank holds the same parameters after every step (then checked bit for
-  // bit at each evaluation).
-  virtual bool replicas_identical() const { return false; }
-  // Whether the replicas (parameters and this mode's state) are the same on every rank after
-  // this step: every step unless the ranks run free between averages. Elastic training goes
-  // back to such a step when a rank is lost.
-  virtual bool synced_after(const StepPlan&) const { return true; }
-
   // Applies what the mode has received but not yet applied (an overlapped average waits for
   // step_end to share a pass with the next one): called before every checkpoint, so that
-  // one written on an error path between step_done and step_end holds the step's result.
+  // one written on an error path between after_update and step_end holds the step's result.
   virtual void apply_arrived() {}
   // The mode's own state in a checkpoint (e.g. diloco's anchor); none by default.
   virtual void save_state(io::StateWriter&) const {}
   virtual void load_state(const io::StateReader&) {}
-  // Parameter-sized buffers the mode keeps, for the memory check up front.
-  virtual double extra_bytes() const { return 0; }
 
+  const SyncTraits& traits() const { return traits_; }
   // Seconds blocked on the network since the last call (the time compute did not hide).
   double take_comm_seconds() {
     const double s = comm_s_;
@@ -101,7 +113,21 @@ class Sync {
   }
 
  protected:
+  // `full_scale`: the multiplier of the mean loss of a full micro-step (--device-batch rows).
+  Sync(const SyncContext& ctx, float full_scale)
+      : model_(*ctx.model), full_rows_(ctx.options->device_batch), full_scale_(full_scale) {}
+  // A micro-step of fewer rows weighs less.
+  float loss_scale(int64_t rows) const {
+    return rows == full_rows_ ? full_scale_ : float(double(full_scale_) * double(rows) / double(full_rows_));
+  }
+
+  model::GPT& model_;
+  SyncTraits traits_;
   double comm_s_ = 0;
+
+ private:
+  int64_t full_rows_;
+  float full_scale_;
 };
 
 // The Sync of options.sync for ctx (a single-process one when ctx.comm is null).

@@ -1,0 +1,287 @@
+#include "elastic_ring.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <numeric>
+
+#include "ringtrain/errors.hpp"
+#include "ringtrain/train/log.hpp"
+#include "peer_values.hpp"
+
+namespace rt::train {
+namespace {
+
+// How long a process that finds no job answering waits before it starts one: peers that
+// are not up yet do not answer at all.
+constexpr double kJobProbeS = 1.5;
+// Every membership change is tried this many times before the rank gives up on it.
+constexpr int kAttempts = 5;
+
+// What the members of a new ring tell each other once it is up.
+struct RingRecord {
+  int64_t device_batch = 0;
+  int64_t global_tokens = 0;  // tokens per step of the job; 0 from a member without state
+};
+
+// The one bounded retry of every membership change: attempt() until it returns true, at
+// most kAttempts times; false when every attempt failed.
+template <class Attempt>
+bool with_retries(Attempt&& attempt) {
+  for (int i = 0; i < kAttempts; ++i)
+    if (attempt()) return true;
+  return false;
+}
+
+}  // namespace
+
+ElasticRing::ElasticRing(const TrainOptions& options, std::string data_config, Requests run_requests, JobStatus& status)
+    : o_(options), data_config_(std::move(data_config)), run_requests_(std::move(run_requests)), status_(status) {
+  members_.resize(size_t(o_.world()));
+  std::iota(members_.begin(), members_.end(), 0);
+  state_members_ = members_;
+  index_ = o_.rank;
+}
+
+ElasticRing::~ElasticRing() { comm_.reset(); }
+
+net::ServiceHandler ElasticRing::service_handler() {
+  return [this](const std::string& req) -> std::string {
+    if (auto a = run_requests_(req)) return *a;
+    auto is_member = [this](int rank) {
+      std::lock_guard lk(members_mu_);
+      return std::binary_search(members_.begin(), members_.end(), rank);
+    };
+    auto wants_to_join = [this](int rank) {
+      // Each admitted join costs the live ranks a re-form: one rank is let in at most once a
+      // --peer-timeout, however often it (or a broken process holding the key) asks. It asks
+      // again every second, so a real rejoin only waits for the window to pass.
+      {
+        std::lock_guard lk(join_mu_);
+        const double now = now_s();
+        auto [it, first] = join_admitted_at_.try_emplace(rank, now);
+        if (!first && now - it->second < o_.peer_timeout_s) return;
+        it->second = now;
+      }
+      join_requested_ = true;
+      status_.set_rank_state(rank, "joining");
+    };
+    // While the first ring still forms, a process that probes us must not take it for a
+    // running job (it would try to join instead of starting with us).
+    if (!ring_up_ && req.rfind("elastic ", 0) == 0) return std::string("elastic starting");
+    if (auto a = net::answer_while_running(req, epoch_, o_.world(), is_member, wants_to_join)) return *a;
+    return "error: unknown request '" + req + "'; use status or stop";
+  };
+}
+
+net::CommOptions ElasticRing::ring_options(int64_t epoch, const std::vector<int>& members) {
+  net::CommOptions co;
+  for (int r : members) co.peers.push_back(o_.peers[size_t(r)]);
+  co.rank = int(std::find(members.begin(), members.end(), o_.rank) - members.begin());
+  co.job_id = net::ring_job_id(o_.job_id, epoch);
+  std::string shared = o_.shared_config_text();
+  // A rank restarted to rejoin runs the job's command, with or without --resume.
+  if (epoch > 0) shared.replace(shared.find("\n--resume="), std::string("\n--resume=0").size(), "");
+  co.config_text = shared + data_config_;
+  co.connect_timeout_s = epoch > 0 ? std::min(o_.connect_timeout_s, 30.0) : o_.connect_timeout_s;
+  co.peer_timeout_s = o_.peer_timeout_s;
+  co.stall_timeout_s = o_.stall_timeout_s;
+  co.chunk_bytes = size_t(o_.chunk_bytes);
+  co.key = o_.key;
+  co.insecure = o_.insecure;
+  co.log = [](const std::string& line) { logf("%s", line.c_str()); };
+  co.service_handler = service_handler();
+  return co;
+}
+
+net::RendezvousOptions ElasticRing::rendezvous_options(double timeout_s, std::vector<double> silent_for_s) {
+  net::RendezvousOptions ro;
+  ro.rank = o_.rank;
+  ro.peers = o_.peers;
+  ro.job_id = o_.job_id;
+  ro.key = o_.key;
+  ro.insecure = o_.insecure;
+  ro.timeout_s = timeout_s;
+  ro.probe_timeout_s = std::clamp(o_.peer_timeout_s / 2, 1.0, 5.0);
+  ro.silent_timeout_s = o_.peer_timeout_s;
+  ro.max_step = o_.steps;
+  ro.silent_for_s = std::move(silent_for_s);
+  ro.log = [](const std::string& line) { logf("%s", line.c_str()); };
+  ro.other_requests = service_handler();
+  return ro;
+}
+
+bool ElasticRing::job_is_running() {
+  if (!o_.distributed() || !o_.elastic()) return false;
+  net::RendezvousOptions probe = rendezvous_options(0);
+  probe.probe_timeout_s = kJobProbeS;
+  return net::job_is_running(probe);
+}
+
+RingBatch ElasticRing::connect(bool join) {
+  RingBatch batch;
+  batch.rank_batch.assign(size_t(o_.world()), o_.device_batch);
+  if (!o_.distributed()) return batch;
+  if (join) {
+    std::optional<RingBatch> joined;
+    if (!with_retries([&] {
+          joined_ring_ = net::rendezvous(rendezvous_options(o_.connect_timeout_s), net::MemberState{});
+          return (joined = open_ring(joined_ring_, 0)).has_value();
+        }))
+      throw RuntimeError("could not join the running job after " + std::to_string(kAttempts) + " attempts; restart this rank");
+    return *joined;
+  }
+  logf("waiting for %d ranks (connect timeout %.0f s)", o_.world(), o_.connect_timeout_s);
+  comm_ = std::make_unique<net::Communicator>(ring_options(0, members_));
+  ring_up_ = true;
+  batch.rank_batch = comm_->all_gather_record<int64_t>(o_.device_batch);  // all 0 with auto (the trainer measures)
+  for (size_t r = 0; r < batch.rank_batch.size(); ++r) {
+    const int64_t b = batch.rank_batch[r];
+    if (o_.device_batch_auto ? b != 0 : b < 1 || b > kMaxDeviceBatch)
+      bad_peer_value(*comm_, int(r), "--device-batch " + std::to_string(b));
+  }
+  logf("ring of %d ranks is up", o_.world());
+  return batch;
+}
+
+std::optional<RingBatch> ElasticRing::open_ring(const net::Membership& ring, int64_t tokens_per_step) {
+  {
+    std::lock_guard lk(members_mu_);
+    members_ = ring.members;
+  }
+  index_ = ring.index_of(o_.rank);
+  epoch_ = ring.epoch;
+  try {
+    ring_up_ = false;
+    comm_ = std::make_unique<net::Communicator>(ring_options(ring.epoch, ring.members));
+    ring_up_ = true;
+    const bool stateful = std::binary_search(ring.stateful.begin(), ring.stateful.end(), o_.rank);
+    const auto records = comm_->all_gather_record(RingRecord{o_.device_batch, stateful ? tokens_per_step : 0});
+    RingBatch batch;
+    int64_t tokens = 0;
+    for (size_t i = 0; i < records.size(); ++i) {
+      const RingRecord& r = records[i];
+      if (r.device_batch < 1 || r.device_batch > kMaxDeviceBatch)
+        bad_peer_value(*comm_, int(i), "--device-batch " + std::to_string(r.device_batch));
+      // The job's tokens per step: --total-batch when given (the same on every rank, checked at
+      // the handshake), else the device batches of the full ring.
+      const int64_t most = o_.total_batch != 0 ? o_.total_batch : int64_t(o_.world()) * kMaxDeviceBatch * o_.seq_len;
+      if (r.global_tokens < 0 || r.global_tokens % o_.seq_len != 0 || r.global_tokens > most ||
+          (o_.total_batch != 0 && r.global_tokens != 0 && r.global_tokens != o_.total_batch) ||
+          (tokens != 0 && r.global_tokens != 0 && r.global_tokens != tokens))
+        bad_peer_value(*comm_, int(i), "tokens per step " + std::to_string(r.global_tokens));
+      if (r.global_tokens != 0) tokens = r.global_tokens;
+      batch.rank_batch.push_back(r.device_batch);
+    }
+    if (tokens == 0) {  // nobody has state: the batch of a fresh start, from the full ring
+      if (!ring.stateful.empty()) throw RuntimeError("the ring's state holders sent no batch size (internal error)");
+      tokens = o_.total_batch != 0 ? o_.total_batch : o_.device_batch * int64_t(o_.world()) * o_.seq_len;
+    }
+    batch.global_tokens = tokens;
+    return batch;
+  } catch (const UsageError&) {
+    throw;  // a mismatch of flags: retrying cannot help
+  } catch (const RuntimeError& e) {
+    logf("the ring of epoch %lld did not form (%s); meeting the other ranks again", (long long)ring.epoch, e.what());
+    comm_.reset();
+    return std::nullopt;
+  }
+}
+
+void ElasticRing::hold_state_of(const net::Membership& ring) {
+  state_epoch_ = ring.epoch, state_members_ = ring.members;
+}
+
+// The trainer checkpoints what was rolled back to, then exits 1.
+void ElasticRing::give_up(const std::string& why) {
+  giving_up_ = true;
+  throw net::PeerLost(why);
+}
+
+void ElasticRing::after_step(RingChange& change) {
+  int64_t join[1] = {join_requested_.exchange(false) ? 1 : 0};
+  comm_->all_reduce_values(join, net::ValueOp::Max);
+  if (join[0] != 0) reform("", change);
+}
+
+void ElasticRing::recover(const std::string& lost, RingChange& change) {
+  // A rank lost while the ring re-forms or sends the state: meet again (bounded).
+  std::string why = lost;
+  std::exception_ptr last;
+  const bool formed = with_retries([&] {
+    try {
+      reform(why, change);
+      return true;
+    } catch (const net::PeerLost& again) {
+      if (giving_up_) throw;
+      why = again.what();
+      last = std::current_exception();
+      return false;
+    }
+  });
+  if (!formed) std::rethrow_exception(last);
+}
+
+void ElasticRing::reform(const std::string& lost, RingChange& change) {
+  const double t0 = now_s();
+  const std::vector<int> before = state_members_;  // the last ring that fully formed
+  // How long each member had been silent: the rendezvous does not wait a peer timeout again
+  // for a rank the ring already waited that long for.
+  std::vector<double> silent_for(size_t(o_.world()), 0.0);
+  if (comm_ && ring_up_) {
+    const auto s = comm_->silence_seconds();
+    for (size_t i = 0; i < s.size() && i < members_.size(); ++i) silent_for[size_t(members_[i])] = s[i];
+  }
+  // The step in flight is given up: leave the ring (our peers hear that we leave), and hold
+  // on to what can be restored.
+  change.leave_ring();
+  comm_.reset();
+  const int64_t newest = change.newest_step();
+  if (!lost.empty() && int(members_.size()) - 1 < o_.min_ranks) {
+    change.roll_back_to(newest);  // undoes an update cut short
+    give_up(lost);
+  }
+  if (!lost.empty()) logf("%s; the live ranks re-form the ring", lost.c_str());
+  else logf("a rank asks to join; the ring re-forms at step %lld", (long long)change.step());
+  net::MemberState me;
+  me.epoch = state_epoch_;
+  me.members = state_members_;
+  me.step = newest;
+  me.oldest_step = change.oldest_step();
+  net::Membership ring;
+  std::optional<RingBatch> batch;
+  const bool formed = with_retries([&] {
+    // However short --connect-timeout is, a re-forming ring waits long enough to tell a
+    // silent rank from a gone one (one peer timeout) and to hand the decision out.
+    ring = net::rendezvous(rendezvous_options(std::max(o_.connect_timeout_s, 2 * o_.peer_timeout_s + 10), silent_for), me);
+    const bool stateful = std::binary_search(ring.stateful.begin(), ring.stateful.end(), o_.rank);
+    if (!stateful) {
+      logf("this rank's state is not the job's any more; the ring sends it");
+      change.drop_state();
+    } else {
+      change.roll_back_to(ring.target_step);
+    }
+    me.step = me.oldest_step = change.step();  // from here on, what holds is exactly that step
+    if (!stateful) me.epoch = -1, me.members.clear();
+    if (int(ring.members.size()) < o_.min_ranks)
+      give_up("only " + std::to_string(ring.members.size()) + " ranks are left, fewer than --min-ranks " +
+              std::to_string(o_.min_ranks));
+    return (batch = open_ring(ring, change.tokens_per_step())).has_value();
+  });
+  if (!formed)
+    throw net::PeerLost("the ranks could not form a new ring after " + std::to_string(kAttempts) +
+                        " attempts; restart every rank with --resume");
+  const double formed_s = now_s() - t0;
+  change.share_state(ring, *batch);
+  hold_state_of(ring);
+  change.start_ring(before);
+  logf("ring of epoch %lld: %zu ranks (rank %d is member %d), going on from step %lld; formed in %.1f s, state shared in %.1f s",
+       (long long)ring.epoch, members_.size(), o_.rank, index_, (long long)change.step(), formed_s, now_s() - t0 - formed_s);
+}
+
+void ElasticRing::show_membership() {
+  std::vector<std::string> states(size_t(o_.world()), "lost");
+  for (int r : members_) states[size_t(r)] = "live";
+  status_.set_membership(epoch_, states);
+}
+
+}  // namespace rt::train

@@ -37,7 +37,7 @@ const std::vector<std::string> kLongRun = {"--steps", "100000", "--eval-every", 
 // Bound of each wait on the job (a loaded machine is slow, but nothing waits forever).
 constexpr double kWait = 120;
 // Bound of the time from a loss to the survivors' next step in these tests: the peer timeout
-// and the rendezvous, with room for a loaded machine (the benchmark, tools/bench_elastic.sh,
+// and the rendezvous, with room for a loaded machine (the benchmark, tools/bench/bench_elastic.sh,
 // checks the real bound of --peer-timeout + 5 s on a quiet one); well below the 60 s after
 // which a rendezvous gives up.
 constexpr double kLossBound = kPeerTimeout + 35;

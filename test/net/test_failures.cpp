@@ -5,9 +5,9 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 
+#include "../common/spawn.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/net/communicator.hpp"
-#include "spawn.hpp"
 
 using namespace nettest;
 

@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "../common/skip.hpp"
-#include "../net/spawn.hpp"
+#include "../common/spawn.hpp"
+#include "../common/train_fixture.hpp"
 #include "ringtrain/train/checkpoint.hpp"
-#include "train_fixture.hpp"
 #include "train_ranks.hpp"
 
 namespace fs = std::filesystem;

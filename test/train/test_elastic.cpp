@@ -16,12 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/skip.hpp"
-#include "../net/netns_hosts.hpp"
+#include "../common/netns_hosts.hpp"
+#include "../common/train_fixture.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/train/row_split.hpp"
-#include "train_fixture.hpp"
 #include "train_ranks.hpp"
 
 namespace fs = std::filesystem;

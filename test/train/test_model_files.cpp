@@ -8,13 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../net/spawn.hpp"
+#include "../common/spawn.hpp"
+#include "../common/train_fixture.hpp"
 #include "ringtrain/data/loader.hpp"
 #include "ringtrain/data/pretokenize.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/io/safetensors.hpp"
 #include "ringtrain/train/model_io.hpp"
-#include "train_fixture.hpp"
 #include "train_ranks.hpp"
 
 namespace fs = std::filesystem;

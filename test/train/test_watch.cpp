@@ -21,12 +21,12 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/skip.hpp"
+#include "../common/train_fixture.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/net/http_server.hpp"
 #include "ringtrain/train/metric_history.hpp"
 #include "ringtrain/watch/job_reply.hpp"
 #include "ringtrain/watch/prometheus.hpp"
-#include "train_fixture.hpp"
 #include "train_ranks.hpp"
 
 namespace fs = std::filesystem;

@@ -117,7 +117,7 @@ in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"
 # clock, between the moments every rank had finished the window's first and last steps
 # (synced_s) or rank 0's own ends of them (elapsed_s; with avg the ranks run free between
 # syncs, so per-step times say little), else the harmonic mean of the per-step rates.
-throughput() { "$py" tools/metrics_rate.py "$1" "$warmup" "$steps"; }
+throughput() { "$py" tools/bench/metrics_rate.py "$1" "$warmup" "$steps"; }
 
 # Mean bytes_sent per step of rank 0 after the warm-up, in MB (10^6 bytes).
 bytes_per_step() {

@@ -71,7 +71,7 @@ step "4/5 evaluate and sample"
 "$bin" sample --checkpoint "$out" --prompt "The kernel" --tokens 60 --threads 2
 
 step "5/5 plot"
-/usr/bin/python3 tools/plot_metrics.py "$out/metrics.jsonl" --out "$out/curves.png" --title "ringtrain demo: d$depth, 2 ranks"
+/usr/bin/python3 tools/plot/plot_metrics.py "$out/metrics.jsonl" --out "$out/curves.png" --title "ringtrain demo: d$depth, 2 ranks"
 
 ckpt=$(ls -d "$out"/rank0/step_* | tail -1)
 cat <<EOT

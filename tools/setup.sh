@@ -13,7 +13,7 @@
 #   netns      network namespaces, firewall, traffic shaping, process tools: multi-host runs
 #   package    dpkg-shlibdeps, for tools/package-deb.sh
 #   watch      a browser and Prometheus: the watch page's tests load it and scrape /metrics
-#   fuzz       clang with libFuzzer (tools/test_fuzz.sh)
+#   fuzz       clang with libFuzzer (tools/ci/test_fuzz.sh)
 #   tests      Boost.Test, and every group above: what `meson test` runs
 # Settings:
 #   RINGTRAIN_BUILD_DIR      build directory (default: build)

@@ -6,8 +6,8 @@
 #
 # The passes, all counted in that line:
 #   1. this host's release (Debian 12 here): every suite, build/
-#   2. the net and train suites again under AddressSanitizer + UBSan (tools/test_sanitizers.sh)
-#   2b. fuzzing: one libFuzzer target per parser, its corpus then 12 s each (tools/test_fuzz.sh)
+#   2. the net and train suites again under AddressSanitizer + UBSan (tools/ci/test_sanitizers.sh)
+#   2b. fuzzing: one libFuzzer target per parser, its corpus then 12 s each (tools/ci/test_fuzz.sh)
 #   3. Debian 13 in a chroot made by debootstrap (tools/ci/chroot.sh, kept between runs):
 #      its own packages (oneDNN 3.7, GCC 14, Boost 1.83, ZeroMQ 4.3.5, PyTorch 2.6), build-trixie/,
 #      the suites in RINGTRAIN_CHROOT_SUITES (default: all but the ones named in tools/ci/release_pass.sh)
@@ -41,12 +41,12 @@ if [ "$rc" -eq 0 ]; then
   # Left out when test names are given, so that running one suite stays quick.
   if [ $# -eq 0 ] && [ "${RINGTRAIN_SKIP_SANITIZERS:-0}" != 1 ]; then
     stamp "pass 2: sanitizers"
-    bash tools/test_sanitizers.sh || rc=1
+    bash tools/ci/test_sanitizers.sh || rc=1
     logs+=("$san_build/meson-logs/testlog.json")
   fi
   if [ $# -eq 0 ] && [ "${RINGTRAIN_SKIP_FUZZ:-0}" != 1 ]; then
     stamp "pass 2b: fuzzing"
-    RINGTRAIN_FUZZ_BUILD_DIR=$fuzz_build bash tools/test_fuzz.sh || rc=1
+    RINGTRAIN_FUZZ_BUILD_DIR=$fuzz_build bash tools/ci/test_fuzz.sh || rc=1
     logs+=("$fuzz_build/meson-logs/testlog.json")
   fi
   if [ $# -eq 0 ] && [ "${RINGTRAIN_SKIP_CHROOT:-0}" != 1 ]; then
@@ -72,5 +72,5 @@ else
   echo "test: tools/setup.sh failed (exit $rc): nothing was tested" >&2
 fi
 stamp "summary"
-/usr/bin/python3 tools/test_summary.py "$rc" "${logs[@]}" || rc=1
+/usr/bin/python3 tools/ci/test_summary.py "$rc" "${logs[@]}" || rc=1
 exit $rc

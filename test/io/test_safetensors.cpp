@@ -10,19 +10,11 @@
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/io/safetensors.hpp"
+#include "temp_dir.hpp"
 
 namespace io = rt::io;
 
-namespace {
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/ringtrain_io_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf " + path).c_str()); }
-};
-}  // namespace
+using iotest::TempDir;
 
 BOOST_AUTO_TEST_SUITE(safetensors)
 
@@ -87,28 +79,6 @@ BOOST_AUTO_TEST_CASE(corrupt_files_are_usage_errors) {
   const auto ok = io::SafetensorsFile::load(write("ok", le(h.size()) + h + std::string(16, '\0')));
   BOOST_TEST(ok.get("a").numel() == 4);
   BOOST_CHECK_THROW(io::SafetensorsFile::load(d.path + "/does_not_exist"), rt::UsageError);
-}
-
-BOOST_AUTO_TEST_SUITE_END()
-
-BOOST_AUTO_TEST_SUITE(atomic_file)
-
-BOOST_AUTO_TEST_CASE(replaces_whole_file_and_leaves_no_temporaries) {
-  TempDir d;
-  const std::string path = d.path + "/f.bin";
-  io::write_file_atomic(path, "first version, long", 19);
-  io::write_file_atomic(path, "second", 6);
-  BOOST_TEST(io::read_file(path) == "second");
-  // A producer that fails leaves the old file intact and removes its temporary.
-  BOOST_CHECK_THROW(io::write_file_atomic(path, [](const io::ByteSink& sink) {
-                      sink("partial", 7);
-                      throw rt::RuntimeError("producer failed");
-                    }),
-                    rt::RuntimeError);
-  BOOST_TEST(io::read_file(path) == "second");
-  const int n = std::system(("test $(ls " + d.path + " | wc -l) -eq 1").c_str());
-  BOOST_TEST(n == 0);
-  BOOST_CHECK_THROW(io::write_file_atomic(d.path + "/no/such/dir/x", "x", 1), rt::RuntimeError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

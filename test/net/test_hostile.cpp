@@ -18,9 +18,9 @@
 
 #include <zmq.hpp>
 
-#include "../train/readme_messages.hpp"
+#include "../common/readme_messages.hpp"
+#include "../common/spawn.hpp"
 #include "ringtrain/net/job_key.hpp"
-#include "spawn.hpp"
 #include "wire_format.hpp"
 
 using namespace nettest;

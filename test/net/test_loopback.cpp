@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "spawn.hpp"
+#include "../common/spawn.hpp"
 
 using namespace nettest;
 

@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "../common/skip.hpp"
-#include "netns_hosts.hpp"
-#include "spawn.hpp"
+#include "../common/netns_hosts.hpp"
+#include "../common/spawn.hpp"
 
 using namespace nettest;
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <thread>
 
+#include "../common/spawn.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/net/rendezvous.hpp"
-#include "spawn.hpp"
 
 using namespace rt::net;
 

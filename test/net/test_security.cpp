@@ -12,10 +12,10 @@
 
 #include <zmq.hpp>
 
+#include "../common/netns_hosts.hpp"
+#include "../common/spawn.hpp"
 #include "handshake.hpp"
-#include "netns_hosts.hpp"
 #include "ringtrain/net/job_key.hpp"
-#include "spawn.hpp"
 #include "wire_format.hpp"
 
 using namespace nettest;

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "../common/skip.hpp"
-#include "netns_hosts.hpp"
-#include "spawn.hpp"
+#include "../common/netns_hosts.hpp"
+#include "../common/spawn.hpp"
 
 using namespace nettest;
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/spawn.hpp"
 #include "bf16.hpp"
 #include "block_codes.hpp"
 #include "handshake.hpp"
@@ -20,7 +21,6 @@
 #include "refusal_log.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/net/job_key.hpp"
-#include "spawn.hpp"
 
 using namespace rt::net;
 

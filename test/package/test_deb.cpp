@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../net/spawn.hpp"
-#include "../train/train_fixture.hpp"
+#include "../common/spawn.hpp"
+#include "../common/train_fixture.hpp"
 #include "../common/skip.hpp"
 #include "unit_file.hpp"
 

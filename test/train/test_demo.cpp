@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "../net/spawn.hpp"
+#include "../common/spawn.hpp"
 #include "ringtrain/data/prepare.hpp"
 
 namespace fs = std::filesystem;

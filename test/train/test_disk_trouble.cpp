@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "../common/skip.hpp"
-#include "../net/spawn.hpp"
+#include "../common/spawn.hpp"
+#include "../common/train_fixture.hpp"
 #include "ringtrain/train/checkpoint.hpp"
-#include "train_fixture.hpp"
 #include "train_ranks.hpp"
 
 namespace fs = std::filesystem;
@@ -242,7 +242,7 @@ BOOST_AUTO_TEST_CASE(strangers_flooding_the_port_cost_no_checkpoint) {
   BOOST_TEST(nettest::contains(open_files, " " + hard + " "), open_files);
   const char* python = std::getenv("RINGTRAIN_PYTHON");
   const std::string root = std::getenv("RINGTRAIN_SOURCE_ROOT") ? std::getenv("RINGTRAIN_SOURCE_ROOT") : ".";
-  auto flood = nettest::spawn({python ? python : "/usr/bin/python3", root + "/tools/conn_flood.py",
+  auto flood = nettest::spawn({python ? python : "/usr/bin/python3", root + "/tools/bench/conn_flood.py",
                                "127.0.0.1:" + std::to_string(port), "--hold", "5000", "--rate", "200", "--seconds", "15"},
                               "flood");
   nettest::wait_all(ranks, 300);

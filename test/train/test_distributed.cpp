@@ -19,11 +19,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../net/spawn.hpp"
+#include "../common/spawn.hpp"
+#include "../common/readme_messages.hpp"
+#include "../common/train_fixture.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/train/checkpoint.hpp"
-#include "readme_messages.hpp"
-#include "train_fixture.hpp"
 #include "train_ranks.hpp"
 
 namespace fs = std::filesystem;

@@ -16,12 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/skip.hpp"
-#include "../net/netns_hosts.hpp"
+#include "../common/netns_hosts.hpp"
+#include "../common/train_fixture.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/net/communicator.hpp"
-#include "row_split.hpp"
-#include "train_fixture.hpp"
 #include "train_ranks.hpp"
 
 namespace fs = std::filesystem;
@@ -37,7 +36,7 @@ const std::vector<std::string> kLongRun = {"--steps", "100000", "--eval-every", 
 // Bound of each wait on the job (a loaded machine is slow, but nothing waits forever).
 constexpr double kWait = 120;
 // Bound of the time from a loss to the survivors' next step in these tests: the peer timeout
-// and the rendezvous, with room for a loaded machine (the benchmark, tools/bench_elastic.sh,
+// and the rendezvous, with room for a loaded machine (the benchmark, tools/bench/bench_elastic.sh,
 // checks the real bound of --peer-timeout + 5 s on a quiet one); well below the 60 s after
 // which a rendezvous gives up.
 constexpr double kLossBound = kPeerTimeout + 35;
@@ -143,36 +142,6 @@ double eval_bpb(const std::string& checkpoint) {
 }
 
 }  // namespace
-
-BOOST_AUTO_TEST_SUITE(row_split)
-
-BOOST_AUTO_TEST_CASE(full_ring_is_the_fixed_layout_and_fewer_ranks_accumulate) {
-  using rt::train::split_step_rows;
-  // Full ring of batches 1, 2, 1 and 8 rows: two rounds of 4, each rank at its offset.
-  auto r1 = split_step_rows({1, 2, 1}, 1, 8);
-  BOOST_REQUIRE_EQUAL(r1.size(), 2u);
-  BOOST_TEST(r1[0].first_row == 1);
-  BOOST_TEST(r1[0].rows == 2);
-  BOOST_TEST(r1[1].first_row == 5);
-  // Two ranks of 2 left of three: 6 rows in rounds of 4, the last round cut at 6.
-  auto a = split_step_rows({2, 2}, 0, 6), b = split_step_rows({2, 2}, 1, 6);
-  BOOST_REQUIRE_EQUAL(a.size(), 2u);
-  BOOST_REQUIRE_EQUAL(b.size(), 1u);
-  BOOST_TEST(a[1].first_row == 4);
-  BOOST_TEST(a[1].rows == 2);
-  // Every row of the step to exactly one rank, for uneven batches too.
-  for (const auto& batches : std::vector<std::vector<int64_t>>{{3, 1, 2}, {5}, {1, 1}, {4, 3}}) {
-    std::vector<int> owner(12, 0);
-    for (size_t i = 0; i < batches.size(); ++i)
-      for (const auto& m : split_step_rows(batches, int(i), 12))
-        for (int64_t row = m.first_row; row < m.first_row + m.rows; ++row) ++owner[size_t(row)];
-    for (int n : owner) BOOST_TEST(n == 1);
-  }
-  // A rank that would get no row at all is refused with the fix.
-  BOOST_CHECK_THROW(split_step_rows({4, 4}, 1, 3), rt::UsageError);
-}
-
-BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(elastic)
 

@@ -14,10 +14,10 @@
 #include <sstream>
 
 #include "../common/skip.hpp"
-#include "../net/netns_hosts.hpp"
-#include "../net/spawn.hpp"
+#include "../common/netns_hosts.hpp"
+#include "../common/spawn.hpp"
+#include "../common/train_fixture.hpp"
 #include "ringtrain/train/checkpoint.hpp"
-#include "train_fixture.hpp"
 
 namespace fs = std::filesystem;
 using nettest::Proc;

@@ -23,9 +23,9 @@
 #include <iterator>
 
 #include "../common/skip.hpp"
-#include "../net/netns_hosts.hpp"
-#include "../net/spawn.hpp"
-#include "train_fixture.hpp"
+#include "../common/netns_hosts.hpp"
+#include "../common/spawn.hpp"
+#include "../common/train_fixture.hpp"
 
 namespace fs = std::filesystem;
 

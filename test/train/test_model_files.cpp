@@ -8,13 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../net/spawn.hpp"
+#include "../common/spawn.hpp"
+#include "../common/train_fixture.hpp"
 #include "ringtrain/data/loader.hpp"
 #include "ringtrain/data/pretokenize.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/io/safetensors.hpp"
 #include "ringtrain/train/model_io.hpp"
-#include "train_fixture.hpp"
 #include "train_ranks.hpp"
 
 namespace fs = std::filesystem;
@@ -243,12 +243,12 @@ BOOST_AUTO_TEST_CASE(nanochat_round_trip) {
   BOOST_TEST(std::abs(ours - ref) <= 1e-5 * std::abs(ref), "ringtrain " << ours << " reference " << ref);
 
   // The exported tokenizer.pkl prepares the same data as the .tiktoken it came from (and
-  // tiktoken itself agrees with it where installed: tools/tokenizer_check.py).
+  // tiktoken itself agrees with it where installed: tools/reference/tokenizer_check.py).
   sh(bin + " data prepare --input " + corpus + " --out " + dir + "/data2 --tokenizer " + dir +
      "/nc2/tokenizer/tokenizer.pkl --val-fraction 0.1 --quiet");
   BOOST_TEST((rt::io::read_file(dir + "/data2/train.bin") == rt::io::read_file(dir + "/data/train.bin")));
   BOOST_TEST((rt::io::read_file(dir + "/data2/tokenizer.tiktoken") == rt::io::read_file(dir + "/data/tokenizer.tiktoken")));
-  sh(py + " " + root + "/tools/tokenizer_check.py " + dir + "/data2");
+  sh(py + " " + root + "/tools/reference/tokenizer_check.py " + dir + "/data2");
   // And on the kernel docs (data prepare's default corpus): tiktoken, loading the exported
   // tokenizer.pkl as nanochat does, gives ringtrain's ids.
   sh(bin + " data prepare --out " + dir + "/kdoc --tokenizer " + dir + "/nc2/tokenizer/tokenizer.pkl --threads 2 --quiet");

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "../net/spawn.hpp"
+#include "../common/spawn.hpp"
 #include "ringtrain/io/state_file.hpp"
 #include "ringtrain/model/params.hpp"
 #include "ringtrain/net/communicator.hpp"

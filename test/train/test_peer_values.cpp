@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "../net/spawn.hpp"
+#include "../common/spawn.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "../../src/train/sync/embedding_rows.hpp"
 #include "peer_values.hpp"

@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <thread>
 
-#include "../net/spawn.hpp"
+#include "../common/spawn.hpp"
+#include "../common/readme_messages.hpp"
+#include "../common/train_fixture.hpp"
 #include "ringtrain/train/checkpoint.hpp"
-#include "readme_messages.hpp"
-#include "train_fixture.hpp"
 
 namespace fs = std::filesystem;
 using nettest::Proc;

@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
+#include "../common/train_fixture.hpp"
 #include "ringtrain/train/checkpoint.hpp"
-#include "train_fixture.hpp"
 
 namespace fs = std::filesystem;
 

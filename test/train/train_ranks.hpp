@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "../net/spawn.hpp"
+#include "../common/spawn.hpp"
 
 namespace traintest {
 

@@ -1,4 +1,4 @@
-# Sourced by the tools/bench_*.sh scripts that run one process per rank (bash only).
+# Sourced by the tools/bench/ scripts that run one process per rank (bash only).
 # The caller sets: bin (the ringtrain binary), ranks (number of ranks), out (scratch
 # directory), prefix (namespace prefix of tools/netns/hosts.sh).
 

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Plots ringtrain metrics (JSONL, one object per step) as a PNG: training loss and val bpb
 against step and against tokens. Several files give several curves (e.g. sync modes).
-Needs only Python's standard library (tools/png_plot.py draws and encodes the PNG).
+Needs only Python's standard library (tools/plot/png_plot.py draws and encodes the PNG).
 
-  /usr/bin/python3 tools/plot_metrics.py runs/demo/metrics.jsonl --out runs/demo/curves.png
-  /usr/bin/python3 tools/plot_metrics.py grad.jsonl avg.jsonl --label grad --label avg --out cmp.png
+  /usr/bin/python3 tools/plot/plot_metrics.py runs/demo/metrics.jsonl --out runs/demo/curves.png
+  /usr/bin/python3 tools/plot/plot_metrics.py grad.jsonl avg.jsonl --label grad --label avg --out cmp.png
 """
 import argparse
 import json

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # The training rate with and without strangers flooding a rank's port, side by side:
 #
-#   tools/bench_flood.sh [--rounds 3] [--depth 4] [--steps 30] [--warmup 5] [--data DIR]
+#   tools/bench/bench_flood.sh [--rounds 3] [--depth 4] [--steps 30] [--warmup 5] [--data DIR]
 #                        [--hold 5000] [--rate 200]
 #
 # A keyed 2-rank job on loopback, each rank started at systemd's default soft open-file
 # limit (1024, prlimit; the hard limit stays this shell's) with one thread. Rounds interleave: a run without the
-# flood, then one during which tools/conn_flood.py holds --hold connections to rank 0's
+# flood, then one during which tools/bench/conn_flood.py holds --hold connections to rank 0's
 # port and opens --rate more a second (none of them holds the key). Printed: the CPU model
-# and flags, each run's tok/s after --warmup steps (tools/metrics_rate.py), whether every
+# and flags, each run's tok/s after --warmup steps (tools/bench/metrics_rate.py), whether every
 # checkpoint was saved, the medians and their ratio. On a 2-core machine the flooder runs
 # on the same cores as the ranks, so the ratio includes the CPU it takes; a flooder on
 # another host costs the ranks only what their kernel and libzmq spend on its connections.
 # Nothing else should run on the machine meanwhile.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
 rounds=3 depth=4 steps=30 warmup=5 data="" hold=5000 rate=200
@@ -56,7 +56,7 @@ run() {  # run TAG FLOOD(0|1): prints "TOK_PER_S SAVED"
   done
   if [ "$2" = 1 ]; then
     for _ in $(seq 600); do grep -q '"step"' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
-    "$py" tools/conn_flood.py "127.0.0.1:$port" --hold "$hold" --rate "$rate" --seconds 36000 >"$out.flood.log" 2>&1 &
+    "$py" tools/bench/conn_flood.py "127.0.0.1:$port" --hold "$hold" --rate "$rate" --seconds 36000 >"$out.flood.log" 2>&1 &
     flood=$!
   fi
   local ok=1
@@ -66,7 +66,7 @@ run() {  # run TAG FLOOD(0|1): prints "TOK_PER_S SAVED"
   saved0=$(ls -d "$out"/rank0/step_* 2>/dev/null | wc -l)
   saved1=$(ls -d "$out"/rank1/step_* 2>/dev/null | wc -l)
   [ "$ok" = 1 ] && [ "$saved0" = "$want" ] && [ "$saved1" = "$want" ] || ok=0
-  echo "$("$py" tools/metrics_rate.py "$out/metrics.jsonl" "$warmup" | cut -d' ' -f1) $ok"
+  echo "$("$py" tools/bench/metrics_rate.py "$out/metrics.jsonl" "$warmup" | cut -d' ' -f1) $ok"
   rm -rf "$out"
 }
 

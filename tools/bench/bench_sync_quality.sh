@@ -6,7 +6,7 @@
 # against grad and against f32 diloco, the bytes rank 0 sent per sync, and plots the curves
 # in one PNG.
 #
-#   tools/bench_sync_quality.sh [--depth 4] [--steps 400] [--every 8] [--out runs/sync-quality] [--data DIR]
+#   tools/bench/bench_sync_quality.sh [--depth 4] [--steps 400] [--every 8] [--out runs/sync-quality] [--data DIR]
 #                               [--seeds "42"] [--runs "grad avg avg-overlap diloco diloco-bf16 diloco-int8 diloco-int4 avg-overlap-int8 avg-overlap-int4"]
 #                               [--reuse]
 #
@@ -16,7 +16,7 @@
 # them apart. --runs picks some of the runs (the comparisons need grad and diloco).
 # --reuse keeps the runs already in --out that reached the last step (e.g. to add seeds).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
 depth=4 steps=400 every=8 out=runs/sync-quality data="" port=29520 seeds=42
@@ -76,7 +76,7 @@ for name in grad avg avg-overlap diloco diloco-int8 diloco-int4; do
   dir=$(seed_dir "$name" "$first_seed")
   [ -f "$dir/metrics.jsonl" ] && case " $runs " in *" $name "*) plots+=("$dir/metrics.jsonl") labels+=(--label "$name H=$every") ;; esac
 done
-[ ${#plots[@]} = 0 ] || "$py" tools/plot_metrics.py "${plots[@]}" "${labels[@]}" --out "$out/sync-quality.png" \
+[ ${#plots[@]} = 0 ] || "$py" tools/plot/plot_metrics.py "${plots[@]}" "${labels[@]}" --out "$out/sync-quality.png" \
   --title "d$depth, 2 ranks: gradient vs parameter averaging"
 "$py" - "$out" "$every" "$seeds" "$runs" <<'PY'
 import json, os, statistics, sys

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A stranger's connection flood against a rank's port, for the flood test and benchmark:
 
-    /usr/bin/python3 tools/conn_flood.py HOST:PORT [--hold N] [--rate R] --seconds S
+    /usr/bin/python3 tools/bench/conn_flood.py HOST:PORT [--hold N] [--rate R] --seconds S
 
 --hold N keeps N TCP connections open at all times (one the rank closes is opened again at
 once); --rate R opens R new connections a second on top, each held until the rank closes

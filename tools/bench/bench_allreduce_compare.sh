@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ringtrain's ring all-reduce against torch.distributed's Gloo, side by side, and one table.
 #
-#   sudo tools/bench_allreduce_compare.sh [--sizes 1M,16M,64M,256M] [--rate 1gbit] [--ranks 2]
+#   sudo tools/bench/bench_allreduce_compare.sh [--sizes 1M,16M,64M,256M] [--rate 1gbit] [--ranks 2]
 #                                         [--no-loopback] [--gloo-timeout 60] [--key FILE|new]
 #                                         [--chunk-bytes 256K]
 #
@@ -17,7 +17,7 @@
 # --chunk-bytes sets ringtrain's pipeline chunk (the default is the trainer's), for tuning.
 # Needs root (namespaces), build/ringtrain (or RINGTRAIN_BIN) and /usr/bin/python3 with torch.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${RINGTRAIN_BIN:-build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
 sizes=1M,16M,64M,256M rate=1gbit ranks=2 loopback=1 gloo_timeout=60 key="" chunk=""
@@ -50,13 +50,13 @@ peers_lo() { local s="" r; for r in $(seq 0 $((ranks - 1))); do s+="${s:+,}127.0
 
 rt_lo_f32() { "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json; }
 rt_lo_bf16() { "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --wire bf16; }
-gloo_lo() { "$py" tools/bench_allreduce_gloo.py --rank "$1" --world "$ranks" --master 127.0.0.1:29650 --sizes "$sizes" --json; }
+gloo_lo() { "$py" tools/bench/bench_allreduce_gloo.py --rank "$1" --world "$ranks" --master 127.0.0.1:29650 --sizes "$sizes" --json; }
 rt_lo_curve() { "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_lo)" --sizes "$sizes" --json --key "$key"; }
 rt_ns_f32() { ip netns exec "${prefix}h$1" "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --insecure; }
 rt_ns_bf16() { ip netns exec "${prefix}h$1" "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --wire bf16 --insecure; }
 rt_ns_curve() { ip netns exec "${prefix}h$1" "$bin" bench allreduce ${chunk:+--chunk-bytes "$chunk"} --rank "$1" --peers "$(peers_ns)" --sizes "$sizes" --json --key "$key"; }
 gloo_ns() {
-  ip netns exec "${prefix}h$1" "$py" tools/bench_allreduce_gloo.py --rank "$1" --world "$ranks" \
+  ip netns exec "${prefix}h$1" "$py" tools/bench/bench_allreduce_gloo.py --rank "$1" --world "$ranks" \
     --master "$(hosts addr 0):29510" --ifname eth0 --sizes "$sizes" --json --timeout "$gloo_timeout"
 }
 

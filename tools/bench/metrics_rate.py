@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Throughput of a training run, for the benchmark scripts:
 
-    /usr/bin/python3 tools/metrics_rate.py METRICS.jsonl|STDOUT.log WARMUP [COUNT]
+    /usr/bin/python3 tools/bench/metrics_rate.py METRICS.jsonl|STDOUT.log WARMUP [COUNT]
 
 prints "TOK_PER_S COMM_S": tokens / time over the step records after the first WARMUP (the
 next COUNT of them when given, e.g. to leave out the wait for the last average), and

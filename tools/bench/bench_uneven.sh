@@ -7,14 +7,14 @@
 #   - both together with --device-batch auto (the batch split by measured speed);
 # and prints tok/s of each against the sum of the separate rates.
 #
-#   sudo tools/bench_uneven.sh [--depth 4] [--seq-len 512] [--total-batch 8192] [--steps 12]
+#   sudo tools/bench/bench_uneven.sh [--depth 4] [--seq-len 512] [--total-batch 8192] [--steps 12]
 #                              [--warmup 2] [--quota 50000] [--data DIR]
 #
 # --quota is the slow rank's cpu.max quota in microseconds per 100000 (50000: half a core).
 # Needs root (cgroups), the cpu controller (cgroup v2, or v1's cpu hierarchy: cfs_quota_us),
 # and build/ringtrain.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
 depth=4 seq=512 total=8192 steps=12 warmup=2 quota=50000 data="" port=29540
@@ -59,14 +59,14 @@ common=(train --data "$data" --depth "$depth" --seq-len "$seq" --steps 1000 --st
         --eval-every 0 --eval-tokens "$seq" --threads 1 --no-progress)
 alone() {  # name, fast|slow
   "$2" "$bin" "${common[@]}" --device-batch "$half" --total-batch 0 --out "$work/$1" > "$work/$1.log" 2>&1
-  "$py" tools/metrics_rate.py "$work/$1/metrics.jsonl" "$warmup"
+  "$py" tools/bench/metrics_rate.py "$work/$1/metrics.jsonl" "$warmup"
 }
 together() {  # name, then the --device-batch of rank 0 and of rank 1
   local peers="127.0.0.1:$port,127.0.0.1:$((port + 1))" out=$work/$1
   slow "$bin" "${common[@]}" --total-batch "$total" --device-batch "$3" --out "$out" --rank 1 --peers "$peers" > "$work/$1.r1.log" 2>&1 &
   fast "$bin" "${common[@]}" --total-batch "$total" --device-batch "$2" --out "$out" --rank 0 --peers "$peers" > "$work/$1.log" 2>&1
   wait
-  "$py" tools/metrics_rate.py "$out/metrics.jsonl" "$warmup"
+  "$py" tools/bench/metrics_rate.py "$out/metrics.jsonl" "$warmup"
 }
 echo "bench_uneven: d$depth, T $seq, $total tokens per step, rank 1 at cpu.max $quota/100000; work dir $work" >&2
 r0=$(alone fast-alone fast)

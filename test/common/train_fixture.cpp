@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../net/spawn.hpp"
+#include "spawn.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/train/checkpoint.hpp"
 

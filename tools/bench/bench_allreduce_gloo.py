@@ -2,7 +2,7 @@
 """torch.distributed (Gloo) all_reduce bandwidth, measured like `ringtrain bench allreduce`.
 
 One process per rank:
-    /usr/bin/python3 tools/bench_allreduce_gloo.py --rank R --world N --master HOST:PORT \
+    /usr/bin/python3 tools/bench/bench_allreduce_gloo.py --rank R --world N --master HOST:PORT \
         [--sizes 4K,...,256M] [--iters K] [--json]
 Rank 0 hosts the rendezvous store on HOST:PORT. Gloo itself then connects its ranks
 through ephemeral ports. In network namespaces set --ifname (GLOO_SOCKET_IFNAME), or Gloo

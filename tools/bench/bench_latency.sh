@@ -3,13 +3,13 @@
 # torch.distributed's Gloo, at 2, 4 and 8 network-namespace hosts on a bridge (every link
 # shaped to --rate, firewall off so that Gloo can connect), and one table.
 #
-#   sudo tools/bench_latency.sh [--ranks 2,4,8] [--rate 1gbit] [--iters 200] [--sizes 0,4K]
+#   sudo tools/bench/bench_latency.sh [--ranks 2,4,8] [--rate 1gbit] [--iters 200] [--sizes 0,4K]
 #
 # Size 0 is the barrier (ringtrain's is an all-reduce of nothing; Gloo's dist.barrier()).
 # Times are medians over --iters runs, each started right after a barrier, in microseconds.
 # Needs root (namespaces), build/ringtrain (or RINGTRAIN_BIN) and /usr/bin/python3 with torch.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${RINGTRAIN_BIN:-build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
 rank_list=2,4,8 rate=1gbit iters=200 sizes=0,4K
@@ -33,7 +33,7 @@ rt_ns() {
     --iters "$iters" --warmup 5 --json --insecure
 }
 gloo_ns() {
-  ip netns exec "${prefix}h$1" "$py" tools/bench_allreduce_gloo.py --rank "$1" --world "$ranks" \
+  ip netns exec "${prefix}h$1" "$py" tools/bench/bench_allreduce_gloo.py --rank "$1" --world "$ranks" \
     --master "$(tools/netns/hosts.sh addr 0):29510" --ifname eth0 --sizes "$sizes" --iters "$iters" --warmup 5 --json
 }
 

@@ -3,7 +3,7 @@
 // with the same OpenMP thread count.
 //
 // Build (after `ninja -C <builddir> kernels/librt_kernels.a`) and run, from the source root:
-//   g++ -O3 -std=c++20 -march=native -fopenmp -Iinclude tools/bench_attention.cpp
+//   g++ -O3 -std=c++20 -march=native -fopenmp -Iinclude tools/bench/bench_attention.cpp
 //       <builddir>/kernels/librt_kernels.a -ldnnl -o /tmp/bench_attention   (one line)
 //   OMP_NUM_THREADS=2 /tmp/bench_attention [q_tile k_tile max_chunk [reps]] [--cpu-time]
 //

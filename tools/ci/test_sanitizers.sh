@@ -7,7 +7,7 @@
 #   RINGTRAIN_SAN_BUILD_DIR  build directory (default: build-san)
 #   RINGTRAIN_BUILD_ONLY=1   build, run nothing
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build=${RINGTRAIN_SAN_BUILD_DIR:-build-san}
 rm -f "$build/meson-logs/testlog.json"  # a failed build must not leave an old result to count
 if [ ! -f "$build/build.ninja" ]; then
@@ -29,6 +29,6 @@ fi
 # Stop at the first report, with a stack; leaks count (suppressions: libraries' own caches).
 export ASAN_OPTIONS="abort_on_error=0:halt_on_error=1:detect_leaks=1:quarantine_size_mb=64${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-export LSAN_OPTIONS="suppressions=$PWD/tools/sanitizer_suppressions.txt${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$PWD/tools/ci/sanitizer_suppressions.txt${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 meson test -C "$build" --no-rebuild --suite net --suite train --print-errorlogs \
   --num-processes "${RINGTRAIN_TEST_JOBS:-2}" --timeout-multiplier 3

@@ -5,9 +5,9 @@
 # calls this after the sanitizer pass and counts these results in its summary line.
 #   RINGTRAIN_FUZZ_BUILD_DIR  build directory (default: build-fuzz)
 #   RINGTRAIN_BUILD_ONLY=1    build, run nothing
-#   bash tools/test_fuzz.sh fuzz/http_head      one target; RINGTRAIN_FUZZ_SECONDS=600 for a long run
+#   bash tools/ci/test_fuzz.sh fuzz/http_head      one target; RINGTRAIN_FUZZ_SECONDS=600 for a long run
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build=${RINGTRAIN_FUZZ_BUILD_DIR:-build-fuzz}
 rm -f "$build/meson-logs/testlog.json"
 if ! command -v clang++ >/dev/null; then

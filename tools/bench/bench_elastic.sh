@@ -3,7 +3,7 @@
 # (network namespaces on a bridge, every link shaped to --rate, the user's firewall: policy
 # drop, only TCP 29500-29510 open), with the job key.
 #
-#   sudo tools/bench_elastic.sh [--hosts 3] [--depth 8] [--rate 1gbit] [--peer-timeout 10] [--data DIR]
+#   sudo tools/bench/bench_elastic.sh [--hosts 3] [--depth 8] [--rate 1gbit] [--peer-timeout 10] [--data DIR]
 #                               [--warmup 3] [--gap 3] [--device-batch 1] [--seq-len 512]
 #
 # Each rank is pinned to a core (rank % cores) with one thread. A step in flight when the
@@ -25,7 +25,7 @@
 #               send the state at line rate (its size is printed) + 5 s
 # Nothing else should run on the machine meanwhile.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
 n=3 depth=8 rate=1gbit peer_timeout=10 data="" warmup=3 gap=3 batch=1 seq=512

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Checks the output of `ringtrain data prepare` from outside the C++ code.
 
-    /usr/bin/python3 tools/tokenizer_check.py DIR [--docs N]
+    /usr/bin/python3 tools/reference/tokenizer_check.py DIR [--docs N]
 
 - tokenizer.tiktoken parses as tiktoken's text format: "base64 rank" lines, ranks 0..N-1,
   ranks 0..255 the single bytes in byte order, no duplicate token bytes (tiktoken keys a

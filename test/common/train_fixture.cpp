@@ -61,6 +61,12 @@ std::vector<std::string> train_argv(const std::vector<std::string>& extra) {
   return argv;
 }
 
+nettest::Proc train(const std::vector<std::string>& extra, const std::string& tag, double deadline_s) {
+  nettest::Proc p = nettest::spawn(train_argv(extra), tag);
+  nettest::wait_one(p, deadline_s);
+  return p;
+}
+
 std::string run_dir(const std::string& name) { return nettest::scratch_dir() + "/" + name; }
 
 std::vector<nlohmann::json> metric_records(const std::string& metrics_path) {

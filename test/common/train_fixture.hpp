@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "spawn.hpp"
+
 namespace traintest {
 
 // Writes a small synthetic corpus and runs `ringtrain data prepare` on it (once per process).
@@ -14,6 +16,8 @@ const std::string& prepared_data();
 std::vector<std::string> tiny_model_flags();
 // argv of `ringtrain train` on the prepared data with the tiny model's flags, then `extra`.
 std::vector<std::string> train_argv(const std::vector<std::string>& extra);
+// Runs `ringtrain train` with train_argv(extra) to its end (at most deadline_s).
+nettest::Proc train(const std::vector<std::string>& extra, const std::string& tag, double deadline_s = 300);
 // A directory for the run called `name`, in this test process's scratch directory.
 std::string run_dir(const std::string& name);
 // Every record of a metrics file that parses, in order (a line cut by a crash is left out).

@@ -5,16 +5,16 @@
 
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/atomic_file.hpp"
-#include "temp_dir.hpp"
+#include "../common/temp_dir.hpp"
 
 namespace io = rt::io;
-using iotest::TempDir;
+using testcommon::TempDir;
 
 BOOST_AUTO_TEST_SUITE(atomic_file)
 
 BOOST_AUTO_TEST_CASE(replaces_whole_file_and_leaves_no_temporaries) {
   TempDir d;
-  const std::string path = d.path + "/f.bin";
+  const std::string path = d.str() + "/f.bin";
   io::write_file_atomic(path, "first version, long", 19);
   io::write_file_atomic(path, "second", 6);
   BOOST_TEST(io::read_file(path) == "second");
@@ -25,9 +25,9 @@ BOOST_AUTO_TEST_CASE(replaces_whole_file_and_leaves_no_temporaries) {
                     }),
                     rt::RuntimeError);
   BOOST_TEST(io::read_file(path) == "second");
-  const int n = std::system(("test $(ls " + d.path + " | wc -l) -eq 1").c_str());
+  const int n = std::system(("test $(ls " + d.str() + " | wc -l) -eq 1").c_str());
   BOOST_TEST(n == 0);
-  BOOST_CHECK_THROW(io::write_file_atomic(d.path + "/no/such/dir/x", "x", 1), rt::RuntimeError);
+  BOOST_CHECK_THROW(io::write_file_atomic(d.str() + "/no/such/dir/x", "x", 1), rt::RuntimeError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -10,17 +10,17 @@
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/io/safetensors.hpp"
-#include "temp_dir.hpp"
+#include "../common/temp_dir.hpp"
 
 namespace io = rt::io;
 
-using iotest::TempDir;
+using testcommon::TempDir;
 
 BOOST_AUTO_TEST_SUITE(safetensors)
 
 BOOST_AUTO_TEST_CASE(round_trip_all_dtypes) {
   TempDir d;
-  const std::string path = d.path + "/t.safetensors";
+  const std::string path = d.str() + "/t.safetensors";
   std::vector<float> f = {1.5f, -2.0f, 3.25f, 0.0f, 1e-30f, 7.0f};
   std::vector<double> g = {1.0 / 3.0, -1e300};
   std::vector<int32_t> i = {-1, 2, 2147483647};
@@ -58,8 +58,8 @@ BOOST_AUTO_TEST_CASE(round_trip_all_dtypes) {
 BOOST_AUTO_TEST_CASE(corrupt_files_are_usage_errors) {
   TempDir d;
   auto write = [&](const std::string& name, const std::string& bytes) {
-    std::ofstream(d.path + "/" + name, std::ios::binary) << bytes;
-    return d.path + "/" + name;
+    std::ofstream(d.str() + "/" + name, std::ios::binary) << bytes;
+    return d.str() + "/" + name;
   };
   auto le = [](uint64_t n) {
     std::string s(8, '\0');
@@ -78,7 +78,7 @@ BOOST_AUTO_TEST_CASE(corrupt_files_are_usage_errors) {
   // A valid hand-written file loads.
   const auto ok = io::SafetensorsFile::load(write("ok", le(h.size()) + h + std::string(16, '\0')));
   BOOST_TEST(ok.get("a").numel() == 4);
-  BOOST_CHECK_THROW(io::SafetensorsFile::load(d.path + "/does_not_exist"), rt::UsageError);
+  BOOST_CHECK_THROW(io::SafetensorsFile::load(d.str() + "/does_not_exist"), rt::UsageError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,6 +3,8 @@
 // parameter gradient to 1e-4 relative (max abs difference over max abs value).
 #include <boost/test/unit_test.hpp>
 
+#include "../common/temp_dir.hpp"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -23,14 +25,7 @@ std::string env_or(const char* name, const char* fallback) {
   return v ? v : fallback;
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/ringtrain_ref_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf " + path).c_str()); }
-};
+using testcommon::TempDir;
 
 void compare_with_reference(const ModelConfig& cfg, int64_t B, int64_t T, uint32_t seed) {
   GPT m(cfg);
@@ -51,27 +46,27 @@ void compare_with_reference(const ModelConfig& cfg, int64_t B, int64_t T, uint32
 
   TempDir dir;
   {
-    std::ofstream(dir.path + "/config.json") << cfg.to_json();
+    std::ofstream(dir.str() + "/config.json") << cfg.to_json();
     std::vector<io::TensorRef> w;
     for (const auto& p : m.params().all()) w.push_back({p.name, io::DType::F32, p.shape, p.data});
-    io::write_safetensors(dir.path + "/weights.safetensors", w);
+    io::write_safetensors(dir.str() + "/weights.safetensors", w);
     std::vector<int64_t> idx64(idx.begin(), idx.end()), tgt64(tgt.begin(), tgt.end());
-    io::write_safetensors(dir.path + "/batch.safetensors",
+    io::write_safetensors(dir.str() + "/batch.safetensors",
                           {{"idx", io::DType::I64, {B, T}, idx64.data()},
                            {"tgt", io::DType::I64, {B, T}, tgt64.data()}});
   }
   const std::string root = env_or("RINGTRAIN_SOURCE_ROOT", ".");
   const std::string cmd = env_or("RINGTRAIN_PYTHON", "/usr/bin/python3") + " " + root +
-                          "/tools/reference/nanochat_ref.py fwdbwd --dtype float64 --config " + dir.path +
-                          "/config.json --weights " + dir.path + "/weights.safetensors --batch " + dir.path +
-                          "/batch.safetensors --out " + dir.path + "/out.safetensors 2>" + dir.path + "/err.txt";
+                          "/tools/reference/nanochat_ref.py fwdbwd --dtype float64 --config " + dir.str() +
+                          "/config.json --weights " + dir.str() + "/weights.safetensors --batch " + dir.str() +
+                          "/batch.safetensors --out " + dir.str() + "/out.safetensors 2>" + dir.str() + "/err.txt";
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
-    std::ifstream err(dir.path + "/err.txt");
+    std::ifstream err(dir.str() + "/err.txt");
     std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
     BOOST_FAIL("reference failed (" << rc << "): " << text);
   }
-  const auto out = io::SafetensorsFile::load(dir.path + "/out.safetensors");
+  const auto out = io::SafetensorsFile::load(dir.str() + "/out.safetensors");
   auto as_double = [](const io::Tensor& t) {
     std::vector<double> v(t.numel());
     if (t.dtype == io::DType::F64) std::copy(t.f64(), t.f64() + t.numel(), v.begin());

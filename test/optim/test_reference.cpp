@@ -3,6 +3,8 @@
 // warm-down, so that momentum, both ramps and the cosine weight decay all take part.
 #include <boost/test/unit_test.hpp>
 
+#include "../common/temp_dir.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -25,14 +27,7 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? v : fallback;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "rt_optim_XXXXXX").string();
-    path = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testcommon::TempDir;
 
 // One f32 tensor of the reference's output as a vector.
 std::vector<float> f32_of(const rt::io::SafetensorsFile& f, const std::string& name) {

@@ -1,6 +1,8 @@
 // Checkpoint files: atomic commit, verification, refusal of corrupt or incomplete ones.
 #include <boost/test/unit_test.hpp>
 
+#include "../common/temp_dir.hpp"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -15,15 +17,7 @@ namespace fs = std::filesystem;
 using namespace rt::train;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("rt-ckpt-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(rand()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testcommon::TempDir;
 
 std::string save(const fs::path& run, int64_t step, const std::vector<float>& data) {
   CheckpointWriter w(run.string(), 0, step);

@@ -27,7 +27,12 @@ const char* collective_name(CollectiveKind k) {
   return "collective";
 }
 
-uint64_t run_stream(Transport& t, uint64_t seq, const Stream& s) {
+size_t byte_chunks(const Link& t, size_t bytes) {
+  const size_t chunk = std::max<size_t>(1, t.options().chunk_bytes);
+  return std::max<size_t>(1, (bytes + chunk - 1) / chunk);
+}
+
+uint64_t run_stream(Link& t, uint64_t seq, const Stream& s) {
   const int wire = static_cast<int>(s.wire);  // the header's wire field
   Header out;
   out.kind = MsgKind::Data;

@@ -10,7 +10,7 @@
 
 #include <zmq.hpp>
 
-#include "transport.hpp"
+#include "link.hpp"
 
 namespace rt::net {
 
@@ -30,8 +30,12 @@ struct Stream {
   std::function<size_t(size_t i)> expected_bytes;
 };
 
+// Items of at most chunk_bytes for `bytes` raw bytes (at least one): the same bound on every
+// data message as the ring's.
+size_t byte_chunks(const Link& t, size_t bytes);
+
 // Runs one collective's stream to completion and returns the payload bytes it sent.
 // Throws PeerLost/Aborted/RuntimeError.
-uint64_t run_stream(Transport& t, uint64_t seq, const Stream& s);
+uint64_t run_stream(Link& t, uint64_t seq, const Stream& s);
 
 }  // namespace rt::net

@@ -45,13 +45,14 @@
 #include "ringtrain/net/finite_values.hpp"
 #include "pipeline.hpp"
 #include "ring.hpp"
+#include "ring_plan.hpp"
 #include "zero_copy.hpp"
 
 namespace rt::net {
 
-uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* data, size_t n, ReduceOp op, Wire wire,
+uint64_t ring_collective(Link& t, uint64_t seq, RingPhases phases, float* data, size_t n, ReduceOp op, Wire wire,
                          std::span<const size_t> bounds, float* residual) {
-  const int N = t.world(), r = t.rank();
+  const int N = t.world();
   const bool coded = block_coded(wire);
   if (coded && phases != RingPhases::Both)
     throw RuntimeError(std::string(wire_name(wire)) + " on the wire is for all-reduce only (internal error)");
@@ -59,45 +60,17 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
     if (residual) std::fill(residual, residual + n, 0.0f);
     return 0;
   }
-  if (!bounds.empty() && (bounds.size() != static_cast<size_t>(N) + 1 || bounds[0] != 0 || bounds[N] != n ||
-                          !std::is_sorted(bounds.begin(), bounds.end())))
-    throw RuntimeError("ring collective: segment bounds do not cover the buffer in rank order (internal error)");
   // Coded blocks lie on the buffer's grid of kBlockValues values (data[64k, 64k + 64) share a
   // scale), so that a caller can give each group of values blocks of its own: even segments
-  // start on the grid, and chunks are whole blocks.
-  auto on_grid = [&](int segment) {
-    return segment == N ? n : shard_range(n, N, segment).begin / kBlockValues * kBlockValues;
-  };
-  auto segment_range = [&](int segment) {
-    if (!bounds.empty()) return ShardRange{bounds[segment], bounds[segment + 1]};
-    return coded ? ShardRange{on_grid(segment), on_grid(segment + 1)} : shard_range(n, N, segment);
-  };
+  // start on the grid, and chunks are whole blocks (ring_plan.hpp).
+  const RingPlan plan(N, t.rank(), n, phases, coded, t.options().chunk_bytes, bounds);
+  const size_t C = plan.chunks_per_step(), items = plan.items();
   const bool bf16 = wire == Wire::Bf16;
   const size_t elem_bytes = bf16 ? 2 : 4;
   auto wire_bytes = [&](size_t elems) { return coded ? coded_bytes(wire, elems) : elems * elem_bytes; };
-  size_t chunk_elems = std::max<size_t>(1, t.options().chunk_bytes / 4);
-  if (coded) chunk_elems = (chunk_elems + kBlockValues - 1) / kBlockValues * kBlockValues;
-  size_t largest_segment = 0;
-  for (int q = 0; q < N; ++q) largest_segment = std::max(largest_segment, segment_range(q).size());
-  const size_t C = std::max<size_t>(1, (largest_segment + chunk_elems - 1) / chunk_elems);  // chunks per step
-
-  auto mod = [N](long s) { return static_cast<int>(((s % N) + N) % N); };
-  auto send_segment = [&](long g) { return g < N - 1 ? mod(r - 1 - g) : mod(r - (g - N + 1)); };
-  auto recv_segment = [&](long g) { return send_segment(g + 1); };
-  // Elements [begin, end) of chunk c of a segment (empty past the segment's end).
-  auto chunk = [&](int segment, size_t c) {
-    ShardRange s = segment_range(segment);
-    size_t b = std::min(s.end, s.begin + c * chunk_elems);
-    return ShardRange{b, std::min(s.end, b + chunk_elems)};
-  };
-
-  const long first_step = phases == RingPhases::AllGather ? N - 1 : 0;
-  const long end_step = phases == RingPhases::ReduceScatter ? N - 1 : 2 * (N - 1);
-  const size_t items = static_cast<size_t>(end_step - first_step) * C;
-  auto step_of = [&](size_t i) { return first_step + static_cast<long>(i / C); };
 
   if (phases == RingPhases::AllGather && bf16) {
-    ShardRange own = segment_range(r);
+    ShardRange own = plan.segment(t.rank());
     round_bf16_inplace(data + own.begin, own.size());
   }
 
@@ -107,8 +80,8 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
                                                  : CollectiveKind::AllGather;
   s.count = n;
   s.wire = wire;
-  s.to = mod(r + 1);
-  s.from = mod(r - 1);
+  s.to = plan.to();
+  s.from = plan.from();
   s.send_items = s.recv_items = items;
   s.lead = C;
 
@@ -148,12 +121,12 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
   // Chunk c of segment `segment` is region segment * C + c of the zero-copy sends.
   ZeroCopySends in_flight(t, static_cast<size_t>(N) * C);
   s.encode = [&](size_t i, zmq::message_t& out) {
-    const long g = step_of(i);
-    const int segment = send_segment(g);
-    ShardRange c = chunk(segment, i % C);
+    const long g = plan.step_of(i);
+    const int segment = plan.send_segment(g);
+    const ShardRange c = plan.sent_chunk(i);
     // The first values this rank sends are its own; later ones were checked as they were summed.
-    if (g == first_step && !all_finite(data + c.begin, c.size())) own_non_finite(i);
-    if (coded && g >= N - 1) {  // all-gather: bytes already encoded
+    if (g == plan.first_step() && !all_finite(data + c.begin, c.size())) own_non_finite(i);
+    if (coded && !plan.reducing(g)) {  // all-gather: bytes already encoded
       out.rebuild(coded_forward[i].data(), coded_forward[i].size());
       std::string().swap(coded_forward[i]);
     } else if (coded) {  // reduce-scatter: our partial sum, encoded once, its error kept
@@ -163,18 +136,17 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
       out.rebuild(c.size() * elem_bytes);
       encode_bf16(data + c.begin, static_cast<uint16_t*>(out.data()), c.size());
     } else {
-      out = in_flight.borrow(data + c.begin, c.size() * 4, static_cast<size_t>(segment) * C + i % C);
+      out = in_flight.borrow(data + c.begin, c.size() * 4, plan.region(segment, i % C));
     }
   };
-  s.expected_bytes = [&](size_t i) { return wire_bytes(chunk(recv_segment(step_of(i)), i % C).size()); };
-  auto bytes_of = [&](size_t i) { return s.expected_bytes(i); };
-  s.absorb = [&](size_t i, const void* payload, size_t) {
-    const long g = step_of(i);
-    const int segment = recv_segment(g);
-    ShardRange c = chunk(segment, i % C);
+  s.expected_bytes = [&](size_t i) { return wire_bytes(plan.received_chunk(i).size()); };
+  s.absorb = [&](size_t i, const void* payload, size_t bytes) {
+    const long g = plan.step_of(i);
+    const int segment = plan.recv_segment(g);
+    const ShardRange c = plan.received_chunk(i);
     float* dst = data + c.begin;
-    in_flight.wait_region(static_cast<size_t>(segment) * C + i % C);
-    if (g < N - 1) {  // reduce-scatter: add the partial sum of the ranks before us
+    in_flight.wait_region(plan.region(segment, i % C));
+    if (plan.reducing(g)) {  // reduce-scatter: add the partial sum of the ranks before us
       if (coded) {
         if (!add_blocks(wire, dst, payload, c.size())) bad_code(i);
       } else if (bf16) {
@@ -188,15 +160,15 @@ uint64_t ring_collective(Transport& t, uint64_t seq, RingPhases phases, float* d
           for (size_t k = 0; k < c.size(); ++k) dst[k] /= static_cast<float>(N);
         if (bf16 && phases == RingPhases::Both) round_bf16_inplace(dst, c.size());
         if (coded) {  // encoded once for the all-gather; we keep what the others will decode
-          std::string& bytes = coded_forward[i + C];
-          bytes.resize(coded_bytes(wire, c.size()));
-          encode_blocks(wire, dst, c.size(), bytes.data(), dst, residual ? residual + c.begin : nullptr);
+          std::string& out = coded_forward[i + C];
+          out.resize(coded_bytes(wire, c.size()));
+          encode_blocks(wire, dst, c.size(), out.data(), dst, residual ? residual + c.begin : nullptr);
         }
       }
     } else if (coded) {  // all-gather: decode, and keep the bytes for the next rank
       if (!decode_blocks(wire, payload, c.size(), dst)) bad_code(i);
       if (!all_finite(dst, c.size())) received_non_finite(i, payload, c.size(), false);
-      if (i + C < items) coded_forward[i + C].assign(static_cast<const char*>(payload), bytes_of(i));
+      if (i + C < items) coded_forward[i + C].assign(static_cast<const char*>(payload), bytes);
     } else {  // all-gather: store the finished chunk
       if (bf16) decode_bf16(payload, dst, c.size());
       else if (c.size()) std::memcpy(dst, payload, c.size() * 4);

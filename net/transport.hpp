@@ -1,5 +1,10 @@
-// Transport: sockets, handshake, heartbeats, service requests and failure state. It knows
-// nothing about collectives beyond moving headed messages between ring neighbours.
+// Transport: the Link (link.hpp) of ranks on several hosts, over ZeroMQ. It knows nothing
+// about collectives beyond moving headed messages between ring neighbours. Its jobs, a file
+// each:
+//   transport.cpp            the sockets, sending and receiving data, waiting, the thread
+//   transport_handshake.cpp  who may join (security policy) and the handshake with every rank
+//   transport_liveness.cpp   heartbeats, lost and silent peers, what the gatekeeper saw
+//   transport_service.cpp    the router's traffic: service requests, hellos, goodbyes
 //
 // Sockets, all on the one listed port per rank:
 //   - one ROUTER bound to this rank's port. It receives control traffic (hello, heartbeat,
@@ -31,75 +36,49 @@
 
 #include <zmq.hpp>
 
+#include "failure_state.hpp"
 #include "gatekeeper.hpp"
-#include "handshake.hpp"
+#include "hello_wire.hpp"
+#include "link.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "wire_format.hpp"
 
 namespace rt::net {
 
-using Clock = std::chrono::steady_clock;
-
-class Transport {
+class Transport final : public Link {
  public:
   explicit Transport(CommOptions options);
-  ~Transport();
+  ~Transport() override;
 
-  int rank() const { return opt_.rank; }
-  int world() const { return static_cast<int>(opt_.peers.size()); }
-  const CommOptions& options() const { return opt_; }
-  uint64_t job_hash() const { return job_hash_; }
-  // "rank 2 (10.0.0.3:29500)"
-  std::string describe(int rank) const;
+  int rank() const override { return opt_.rank; }
+  int world() const override { return static_cast<int>(opt_.peers.size()); }
+  const CommOptions& options() const override { return opt_; }
+  uint64_t job_hash() const override { return job_hash_; }
   // "lost rank 2 (10.0.0.3:29500): its connection closed (...)"
   std::string connection_closed(int rank) const;
 
-  // Exclusive use of the sockets for one collective.
-  class Hold {
-   public:
-    explicit Hold(Transport& t);
-    ~Hold();
-    Hold(const Hold&) = delete;
-    Hold& operator=(const Hold&) = delete;
-
-   private:
-    Transport& t_;
-  };
-
-  // --- the following only while holding ---
-  // The sequence number of a new collective (the same on every rank).
-  uint64_t begin_collective() { return ++seq_; }
-  // Throws the recorded failure, if any.
-  void check_healthy();
-  // Sends header + payload to rank `to`. False when its queue is full (try again later);
-  // the payload is consumed only on success. Throws PeerLost if `to` is gone.
-  bool try_send(int to, const Header& h, zmq::message_t& payload);
-  // Takes the next data message rank `from` sent us, if there is one (other messages are
-  // dropped, a bounded number per call).
-  bool try_recv(int from, Header& h, zmq::message_t& payload);
-  // Sleeps until data from `from` arrives (when want_recv), control traffic arrives, or
-  // timeout_ms passes; then does tick(). False when it slept the whole time (nothing
-  // arrived). Throws on failure or abort.
-  bool wait(int from, bool want_recv, int timeout_ms);
-  // Cheap; call often. Every few ms: answers control traffic, sends due heartbeats,
-  // checks peers' liveness. Throws on failure or abort.
-  void tick();
-  // After a failure: closes the data socket so that libzmq drops (and releases) every
-  // queued message, e.g. zero-copy chunks a silent peer will never take. Service requests
-  // are no longer answered afterwards; the communicator is broken anyway.
-  void drop_outgoing_data();
-  // Records the first failure (later ones are ignored) and throws it.
-  [[noreturn]] void fail(const std::string& message, bool peer_lost);
-
-  // --- any thread ---
-  void set_service_handler(ServiceHandler h);
-  void abort(const std::string& reason);
-  std::string failure() const;
-  // Seconds since each peer was last heard from (0 for this rank). Takes the sockets.
-  std::vector<double> silence_seconds();
+  // The Link (link.hpp); the sockets are the collective's while it holds the link.
+  void check_healthy() override;
+  bool try_send(int to, const Header& h, zmq::message_t& payload) override;
+  bool try_recv(int from, Header& h, zmq::message_t& payload) override;
+  bool wait(int from, bool want_recv, int timeout_ms) override;
+  // Every few ms: answers control traffic, sends due heartbeats, checks peers' liveness.
+  void tick() override;
+  // Closes the data socket, so that libzmq drops (and releases) every queued message.
+  // Service requests are no longer answered afterwards; the link is broken anyway.
+  void drop_outgoing_data() override;
+  [[noreturn]] void fail(const std::string& message, bool peer_lost) override;
+  void set_service_handler(ServiceHandler h) override;
+  void abort(const std::string& reason) override;
+  std::string failure() const override;
+  std::vector<double> silence_seconds() override;
 
  private:
-  enum class FailKind { None, PeerLost, Aborted, Other };
+  using FailKind = FailureState::Kind;
+
+  // Hold: the background thread hands the sockets over (woken through an eventfd).
+  void acquire() override;
+  void release() override;
 
   // Refuses plaintext unless every peer is on loopback or --insecure; logs the warning.
   void check_security_policy();
@@ -123,13 +102,11 @@ class Transport {
   void send_control(int to, MsgKind kind, const std::string& text);
   // Heartbeats when due, liveness of every peer.
   void housekeeping(bool in_collective);
-  void record_failure(FailKind kind, const std::string& message);
-  [[noreturn]] void throw_failure();
+  void record_failure(FailKind kind, const std::string& message) { failures_.record(kind, message); }
   void close_sockets(bool clean);
 
   CommOptions opt_;
   uint64_t job_hash_;
-  uint64_t seq_ = 0;
   Hello wire_hello_;        // ours as we send it: whole with a key, the fingerprint form without
   std::string hello_text_;  // encoded
 
@@ -159,10 +136,7 @@ class Transport {
   std::mutex handler_mu_;
   ServiceHandler handler_;
 
-  mutable std::mutex fail_mu_;
-  std::atomic<bool> failed_{false};
-  FailKind fail_kind_ = FailKind::None;
-  std::string failure_;
+  FailureState failures_;
 
   std::mutex sock_mu_;
   std::atomic<int> want_{0};
@@ -171,5 +145,13 @@ class Transport {
   std::atomic<bool> stop_{false};
   std::thread background_;
 };
+
+// Shared by the transport's files.
+namespace transport_detail {
+// One frame, copied; false when the socket would block or is closed.
+bool send_frame(zmq::socket_t& s, const void* data, size_t size, int flags);
+// "12.5 s"
+std::string fmt_seconds(double s);
+}  // namespace transport_detail
 
 }  // namespace rt::net

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "transport.hpp"
+#include "link.hpp"
 
 namespace rt::net {
 
@@ -49,7 +49,7 @@ bool wait_for(ZeroCopySends::State& s, std::chrono::milliseconds limit, Pred don
 
 }  // namespace
 
-ZeroCopySends::ZeroCopySends(Transport& t, size_t regions) : t_(t), state_(std::make_shared<State>()) {
+ZeroCopySends::ZeroCopySends(Link& t, size_t regions) : t_(t), state_(std::make_shared<State>()) {
   state_->in_flight.assign(regions, 0);
 }
 

@@ -20,11 +20,11 @@
 
 namespace rt::net {
 
-class Transport;
+class Link;
 
 class ZeroCopySends {
  public:
-  ZeroCopySends(Transport& t, size_t regions);
+  ZeroCopySends(Link& t, size_t regions);
   ~ZeroCopySends();
   ZeroCopySends(const ZeroCopySends&) = delete;
   ZeroCopySends& operator=(const ZeroCopySends&) = delete;
@@ -32,7 +32,7 @@ class ZeroCopySends {
   // A message over [data, data + bytes), counted against `region` until libzmq releases it.
   zmq::message_t borrow(const void* data, size_t bytes, size_t region);
   // Returns once no message of `region` is in flight. Keeps the transport ticking (failure
-  // detection) while it waits; throws like Transport::tick.
+  // detection) while it waits; throws like Link::tick.
   void wait_region(size_t region);
   // Returns once nothing is in flight; call before the collective returns.
   void wait_all();
@@ -43,7 +43,7 @@ class ZeroCopySends {
   // Waits (the caller holds no lock) until done() holds, with done() checked under the lock.
   void wait_until(const std::function<bool()>& done);
 
-  Transport& t_;
+  Link& t_;
   std::shared_ptr<State> state_;
 };
 

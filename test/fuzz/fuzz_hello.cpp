@@ -1,6 +1,6 @@
-// The handshake: a peer's hello and refusal text (net/handshake.cpp), compared with ours.
+// The handshake: a peer's hello and refusal text (net/hello_wire.cpp), compared with ours.
 #include "fuzz_input.hpp"
-#include "handshake.hpp"
+#include "hello_wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string in = fuzzing::text(data, size);

@@ -24,7 +24,7 @@
 
 #include <zmq.hpp>
 
-#include "handshake.hpp"
+#include "hello_wire.hpp"
 #include "block_codes.hpp"
 #include "ring_values.hpp"
 #include "ringtrain/net/communicator.hpp"

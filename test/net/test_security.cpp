@@ -14,7 +14,7 @@
 
 #include "../common/netns_hosts.hpp"
 #include "../common/spawn.hpp"
-#include "handshake.hpp"
+#include "hello_wire.hpp"
 #include "ringtrain/net/job_key.hpp"
 #include "wire_format.hpp"
 

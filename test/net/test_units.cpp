@@ -16,7 +16,7 @@
 #include "../common/spawn.hpp"
 #include "bf16.hpp"
 #include "block_codes.hpp"
-#include "handshake.hpp"
+#include "hello_wire.hpp"
 #include "open_files.hpp"
 #include "refusal_log.hpp"
 #include "ringtrain/net/communicator.hpp"

@@ -113,13 +113,16 @@ struct ShardRange {
 };
 ShardRange shard_range(size_t n, int world, int rank);
 
-class Transport;
+// What the collectives run over (net/link.hpp): the ZeroMQ transport, or an in-process ring.
+class Link;
 
 class Communicator {
  public:
   // Binds, connects and handshakes; throws UsageError on bad options or a mismatch
   // between ranks, RuntimeError when ranks never arrive or the port is taken.
   explicit Communicator(CommOptions options);
+  // Over a link made elsewhere, e.g. one rank of an in-process ring (tests).
+  explicit Communicator(std::unique_ptr<Link> link);
   // Tells peers this rank leaves (so they do not report it lost), flushes for a bounded
   // time, closes with zero linger. Never hangs.
   ~Communicator();
@@ -213,7 +216,7 @@ class Communicator {
   [[noreturn]] void fail(const std::string& why);
   void check_root(int root) const;
 
-  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Link> link_;
   std::atomic<uint64_t> bytes_sent_{0};
 };
 

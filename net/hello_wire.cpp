@@ -2,7 +2,7 @@
 // in the fingerprint form "ringtrain-hello 2\nfingerprint=...\nworld=...\nrank=...\n".
 // The config text is sent whole (it is small) so that a mismatch can name the first key
 // that differs and both values, not just "hash differs".
-#include "handshake.hpp"
+#include "hello_wire.hpp"
 
 #include <cstdio>
 #include <map>

@@ -18,7 +18,7 @@
 #include <cxxopts.hpp>
 
 #include "flags.hpp"
-#include "ringtrain/cli/commands.hpp"
+#include "commands.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/train/log.hpp"

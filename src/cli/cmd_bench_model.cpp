@@ -12,7 +12,7 @@
 #include <random>
 
 #include "flags.hpp"
-#include "ringtrain/cli/commands.hpp"
+#include "commands.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/kernels/matmul.hpp"
 #include "ringtrain/model/gpt.hpp"

@@ -8,7 +8,7 @@
 #include <cxxopts.hpp>
 
 #include "flags.hpp"
-#include "ringtrain/cli/commands.hpp"
+#include "commands.hpp"
 #include "ringtrain/data/loader.hpp"
 #include "ringtrain/data/prepare.hpp"
 #include "ringtrain/interop/nanochat.hpp"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flags.hpp"
-#include "ringtrain/cli/commands.hpp"
+#include "commands.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/interop/nanochat.hpp"
 #include "ringtrain/train/checkpoint.hpp"

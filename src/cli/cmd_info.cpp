@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flags.hpp"
-#include "ringtrain/cli/commands.hpp"
+#include "commands.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/model/config.hpp"
 #include "ringtrain/model/layout.hpp"

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flags.hpp"
-#include "ringtrain/cli/commands.hpp"
+#include "commands.hpp"
 #include "ringtrain/net/communicator.hpp"
 #include "ringtrain/train/log.hpp"
 #include "ringtrain/watch/job_reply.hpp"

@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "flags.hpp"
-#include "ringtrain/cli/commands.hpp"
+#include "commands.hpp"
 #include "ringtrain/net/communicator.hpp"
 
 namespace rt::cli {

@@ -14,7 +14,7 @@
 
 #include "flags.hpp"
 #include "train_flags.hpp"
-#include "ringtrain/cli/commands.hpp"
+#include "commands.hpp"
 #include "ringtrain/data/shard.hpp"
 #include "ringtrain/data/tokenizer.hpp"
 #include "ringtrain/errors.hpp"

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "flags.hpp"
-#include "ringtrain/cli/commands.hpp"
+#include "commands.hpp"
 #include "ringtrain/net/http_server.hpp"
 #include "ringtrain/net/peers.hpp"
 #include "ringtrain/train/log.hpp"

@@ -5,8 +5,8 @@
 #include <exception>
 #include <string>
 
-#include "ringtrain/cli/commands.hpp"
-#include "ringtrain/cli/version.hpp"
+#include "commands.hpp"
+#include "version.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/train/log.hpp"
 

@@ -153,6 +153,7 @@ bool Trainer::train_step(int64_t last_step) {
   const uint64_t bytes_before = comm() ? comm()->bytes_sent() : 0;
   model_->params().zero_grad();
   poison_for_test();
+  break_ring_for_test();
   // The step's rows, every rank's: the loader's position stays a function of the step.
   loader_->next_batch(step_idx_.size() / size_t(T), step_idx_.data(), step_tgt_.data());
   double loss_sum = 0, loss_rows = 0;

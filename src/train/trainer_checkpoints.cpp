@@ -89,6 +89,19 @@ void Trainer::poison_for_test() {
     if (p.name == "lm_head.weight") p.data[0] = std::nanf("");  // in every token's logits
 }
 
+// For the test of the re-form watchdog only: RINGTRAIN_TEST_BREAK_RING=R:S makes rank R break
+// every ring at every step after step S, as a rank that keeps failing the protocol would.
+void Trainer::break_ring_for_test() {
+  static const int64_t from_step = [this]() -> int64_t {
+    const char* spec = std::getenv("RINGTRAIN_TEST_BREAK_RING");
+    if (!spec || std::atoi(spec) != o_.rank || !std::strchr(spec, ':')) return -1;
+    return std::atoll(std::strchr(spec, ':') + 1);
+  }();
+  if (from_step >= 0 && run_.step >= from_step && comm())
+    throw net::PeerLost("rank " + std::to_string(o_.rank) + " (" + o_.peers[size_t(o_.rank)].text() +
+                        ") breaks every ring it is in (RINGTRAIN_TEST_BREAK_RING)");
+}
+
 bool Trainer::optimizer_finite() {
   bool finite = true;
   opt_->for_each_buffer([&](int, float* data, size_t count) { finite = finite && net::all_finite(data, count); });

@@ -61,6 +61,7 @@ class Trainer final : private RingChange {
   bool optimizer_finite();  // the optimizer state holds no NaN and no Inf
   bool state_finite();      // nor do the parameters
   void poison_for_test();
+  void break_ring_for_test();
 
   // --- trainer_ring.cpp: the first ring, RingChange, and the state a change needs ---
   void connect();

@@ -17,6 +17,7 @@
 
 #include "../common/skip.hpp"
 #include "../common/netns_hosts.hpp"
+#include "../common/readme_messages.hpp"
 #include "../common/train_fixture.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/atomic_file.hpp"
@@ -221,6 +222,31 @@ BOOST_AUTO_TEST_CASE(killed_rank_is_dropped_then_rejoins) {
   std::snprintf(dir, sizeof dir, "/rank0/step_%06d", step);
   const double elastic_bpb = eval_bpb(run + dir), ref_bpb = eval_bpb(run_dir("el-kill-ref") + dir);
   BOOST_TEST(std::abs(elastic_bpb - ref_bpb) <= 0.01 * ref_bpb, "val bpb " << elastic_bpb << " vs " << ref_bpb);
+}
+
+// The re-form watchdog: rank 2 keeps breaking every ring it is in (a test hook: from step 6
+// on, it throws at each step), is let back in each time, and no step completes. After
+// --max-reforms 3 such re-forms every rank saves its last good state and exits 1, and the
+// message names rank 2. Without the watchdog the job would re-form forever.
+BOOST_AUTO_TEST_CASE(watchdog_stops_a_ring_that_keeps_breaking) {
+  const int port = nettest::port_base(0) + 6;
+  const std::string run = run_dir("el-watchdog"), metrics = run + "/metrics.jsonl";
+  const std::vector<std::string> flags = {"--steps", "100000", "--eval-every", "0", "--max-reforms", "3"};
+  setenv("RINGTRAIN_TEST_BREAK_RING", "2:5", 1);
+  auto ranks = start_ranks("el-watchdog", {2, 2, 2}, port, flags);
+  unsetenv("RINGTRAIN_TEST_BREAK_RING");
+  nettest::wait_all(ranks, 240);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const std::string err = ranks[r].err();
+    BOOST_TEST(ranks[r].exit_code == 1, "rank " << r << ": " << err);
+    BOOST_TEST(nettest::contains(err, "without completing a step (--max-reforms 3)"), "rank " << r << ": " << err);
+    BOOST_TEST(nettest::contains(err, traintest::readme::saving_before_exit("5")), "rank " << r << ": " << err);
+    BOOST_TEST(newest_step(run, int(r)) == 5, "rank " << r);
+  }
+  for (size_t r : {0, 1})
+    BOOST_TEST(nettest::contains(ranks[r].err(), "rank 2 (127.0.0.1:" + std::to_string(port + 2) + ") was in "),
+               ranks[r].err());
+  BOOST_TEST(last_step(metrics) == 5);
 }
 
 // Rank 0 killed: rank 1 takes over the metrics and the progress display, and rank 0 rejoins.

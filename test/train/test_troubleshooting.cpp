@@ -3,6 +3,7 @@
 // is set up anyway:
 //   config mismatch          train_distributed/mismatched_flags_are_named_on_every_rank
 //   lost rank                train_distributed/killed_rank_..., silent_rank_...
+//   the re-form watchdog     elastic/watchdog_stops_a_ring_that_keeps_breaking
 //   --resume of another model  train_bad_input/checkpoint_of_another_config_is_refused_and_kept
 //   --data not a directory   train_bad_input/missing_data_dir
 //   connection cut (integrity)  net/hostile/a_flipped_byte_breaks_the_connection_and_names_the_peer

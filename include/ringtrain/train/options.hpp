@@ -63,6 +63,9 @@ struct TrainOptions {
   std::string job_id = "ringtrain";
   // Elastic training (--sync grad): the job goes on while at least this many ranks live.
   int min_ranks = 1;  // the flag's 0 (default) becomes a majority of 3+ ranks, 1 of 2
+  // The watchdog: after this many re-forms of the ring with no step completed in between, every
+  // rank saves its last good state and exits 1, naming the rank that keeps breaking the ring.
+  int max_reforms = 10;  // 0: no watchdog
   double connect_timeout_s = 120;
   double peer_timeout_s = net::kDefaultPeerTimeoutS;
   double stall_timeout_s = net::kDefaultStallTimeoutS;  // no progress in a collective: fail

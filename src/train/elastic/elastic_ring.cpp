@@ -1,5 +1,7 @@
 #include "elastic_ring.hpp"
 
+#include <cctype>
+
 #include <algorithm>
 #include <exception>
 #include <numeric>
@@ -221,6 +223,38 @@ void ElasticRing::recover(const std::string& lost, RingChange& change) {
   if (!formed) std::rethrow_exception(last);
 }
 
+// The rank a failure message names first ("... rank 2 (10.0.0.3:29500) ..."), or -1.
+int ElasticRing::named_rank(const std::string& text) const {
+  for (size_t at = text.find("rank "); at != std::string::npos; at = text.find("rank ", at + 5)) {
+    size_t end = at + 5;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    if (end == at + 5 || end - at - 5 > 6 || text.compare(end, 2, " (") != 0) continue;
+    const int r = std::stoi(text.substr(at + 5, end - at - 5));
+    if (r >= 0 && r < o_.world()) return r;
+  }
+  return -1;
+}
+
+void ElasticRing::blame(int rank) {
+  if (rank >= 0 && rank != o_.rank) ++blamed_[rank];
+}
+
+void ElasticRing::count_reform(const std::string& lost, int64_t newest_step, RingChange& change) {
+  if (newest_step > went_on_from_) reforms_without_step_ = 0, blamed_.clear();  // a step was completed
+  blame(named_rank(lost));
+  if (o_.max_reforms == 0 || ++reforms_without_step_ <= o_.max_reforms) return;
+  int culprit = -1;
+  for (auto [rank, n] : blamed_)
+    if (culprit < 0 || n > blamed_[culprit]) culprit = rank;
+  std::string who = "no one rank was named";
+  if (culprit >= 0)
+    who = "rank " + std::to_string(culprit) + " (" + o_.peers[size_t(culprit)].text() + ") was in " +
+          std::to_string(blamed_[culprit]) + " of them: check that host and its log, or start the job without it";
+  change.roll_back_to(newest_step);  // undoes an update cut short
+  give_up("the ring re-formed " + std::to_string(reforms_without_step_ - 1) + " times without completing a step (--max-reforms " +
+          std::to_string(o_.max_reforms) + "); " + who + ". Last: " + lost);
+}
+
 void ElasticRing::reform(const std::string& lost, RingChange& change) {
   const double t0 = now_s();
   const std::vector<int> before = state_members_;  // the last ring that fully formed
@@ -240,6 +274,7 @@ void ElasticRing::reform(const std::string& lost, RingChange& change) {
     change.roll_back_to(newest);  // undoes an update cut short
     give_up(lost);
   }
+  count_reform(lost.empty() ? "a rank asked to join" : lost, newest, change);
   if (!lost.empty()) logf("%s; the live ranks re-form the ring", lost.c_str());
   else logf("a rank asks to join; the ring re-forms at step %lld", (long long)change.step());
   net::MemberState me;
@@ -271,7 +306,12 @@ void ElasticRing::reform(const std::string& lost, RingChange& change) {
     throw net::PeerLost("the ranks could not form a new ring after " + std::to_string(kAttempts) +
                         " attempts; restart every rank with --resume");
   const double formed_s = now_s() - t0;
+  for (int r : before)  // the ranks this re-form lost, and those it let in
+    if (!std::binary_search(ring.members.begin(), ring.members.end(), r)) blame(r);
+  for (int r : ring.members)
+    if (std::find(before.begin(), before.end(), r) == before.end()) blame(r);
   change.share_state(ring, *batch);
+  went_on_from_ = change.step();
   hold_state_of(ring);
   change.start_ring(before);
   logf("ring of epoch %lld: %zu ranks (rank %d is member %d), going on from step %lld; formed in %.1f s, state shared in %.1f s",

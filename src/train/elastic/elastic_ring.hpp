@@ -104,6 +104,13 @@ class ElasticRing {
   // state. `lost` names what broke the old ring (empty: a rank joins).
   void reform(const std::string& lost, RingChange& change);
   [[noreturn]] void give_up(const std::string& why);
+  // The watchdog (--max-reforms): called as a re-form starts; gives up when the ring has
+  // re-formed that many times since a step was last completed.
+  void count_reform(const std::string& lost, int64_t newest_step, RingChange& change);
+  // Which rank each re-form since the last completed step involved: named in what broke the
+  // ring, or lost or joined by it.
+  void blame(int rank);
+  int named_rank(const std::string& text) const;
 
   const TrainOptions& o_;
   const std::string data_config_;
@@ -123,6 +130,11 @@ class ElasticRing {
   std::map<int, double> join_admitted_at_;   // when each rank's last join was let in (now_s)
   std::atomic<bool> ring_up_{false};         // a ring runs (its handshake is done)
   net::Membership joined_ring_;              // the ring this process joined
+  // The watchdog's count: re-forms since a step was completed after the last one, the step
+  // the last ring went on from, and how often each original rank was involved.
+  int reforms_without_step_ = 0;
+  int64_t went_on_from_ = -1;
+  std::map<int, int> blamed_;
 };
 
 }  // namespace rt::train

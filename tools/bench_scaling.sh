@@ -172,10 +172,11 @@ run_torch() {  # name, world, seconds before the run is killed
 echo "bench_scaling: d$depth, batch 2 x 1024 per rank, 1 thread per rank, $rate links; work dir $work" >&2
 cpu_line() { echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); flags: $(grep -m1 -o 'avx512[a-z_0-9]*\|avx2\|fma\|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"; }
 if [ "$compare_only" = 1 ]; then
-  # A and B: the baseline binary against this one (the baseline predates --insecure), or
-  # plaintext against the job key with this binary.
+  # A and B: the baseline binary against this one (both plaintext between the namespace
+  # hosts, so both with --insecure, which every build since the job key has), or plaintext
+  # against the job key with this binary.
   if [ -n "$baseline_bin" ]; then
-    a_name=baseline a_bin=$baseline_bin a_flags=() b_name="this build" b_flags=(--insecure)
+    a_name=baseline a_bin=$baseline_bin a_flags=(--insecure) b_name="this build" b_flags=(--insecure)
   elif [ -n "$key" ]; then
     a_name=plaintext a_bin=$bin a_flags=(--insecure) b_name="--key (CURVE)" b_flags=(--key "$key")
   else

@@ -7,6 +7,7 @@
 // Input: byte 0 picks the collective and wire, bytes 1-2 the element count (at most 1023),
 // then messages until the input ends, each: collective, wire, seq, item (one byte each),
 // count (two bytes), payload length (two bytes, cut to what is left), payload.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>

@@ -4,6 +4,7 @@
 // (loopback, hostile, failures, netns) keep what only sockets do.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>

@@ -77,7 +77,7 @@ double attempt_timeout(const RendezvousOptions& o, int unanswered) {
 // (twice in a row), or it has been silent for the peer timeout. A slow rank is never taken
 // for a gone one sooner: two lobbies that each thought the other gone would form two rings.
 struct PeerView {
-  enum Seen { Unsure, Absent, Other, Running, Lobby } seen = Unsure;
+  enum Seen { Unsure, Absent, Other, Running, Lobby, Starting } seen = Unsure;
   int64_t epoch = -1;
 };
 
@@ -111,9 +111,10 @@ bool nothing_listens(const PeerAddress& a) {
 PeerView parse_status(const std::string& answer) {
   const wire::StatusAnswer a = wire::parse_status(answer);
   PeerView v;
-  v.seen = a.kind == wire::StatusAnswer::Running ? PeerView::Running
-           : a.kind == wire::StatusAnswer::Lobby ? PeerView::Lobby
-                                                 : PeerView::Other;
+  v.seen = a.kind == wire::StatusAnswer::Running    ? PeerView::Running
+           : a.kind == wire::StatusAnswer::Lobby    ? PeerView::Lobby
+           : a.kind == wire::StatusAnswer::Starting ? PeerView::Starting
+                                                    : PeerView::Other;
   v.epoch = a.epoch;
   return v;
 }
@@ -292,7 +293,9 @@ Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
       if (p == o.rank) continue;
       const auto& v = views[size_t(p)];
       // Other: it answers, but is neither in a ring nor in a lobby (e.g. it is making a ring's
-      // communicator): wait until it says where it stands.
+      // communicator): wait until it says where it stands. Starting: a process restarted since
+      // the ring broke, still trying to start the job afresh; it is not waited for (it would
+      // wait for us in turn until both time out): once a ring runs, it finds it and joins.
       unsure = unsure || v.seen == PeerView::Unsure || v.seen == PeerView::Other;
       if (v.seen == PeerView::Running) (v.epoch > mine.epoch ? newer_running : running) = true;
       if (v.seen == PeerView::Lobby) present.push_back(p);

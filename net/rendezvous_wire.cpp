@@ -93,6 +93,10 @@ std::optional<std::pair<int, MemberState>> decode_checkin(const std::vector<std:
 StatusAnswer parse_status(const std::string& answer) {
   const auto w = words(answer);
   StatusAnswer a;
+  if (w.size() == 2 && w[0] == "elastic" && w[1] == "starting") {
+    a.kind = StatusAnswer::Starting;
+    return a;
+  }
   int64_t epoch;
   if (w.size() != 3 || w[0] != "elastic" || !parse_int(w[2], -1, kMaxEpoch, epoch)) return a;
   if (w[1] == "running") a.kind = StatusAnswer::Running;

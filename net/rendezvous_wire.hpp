@@ -36,9 +36,11 @@ std::string encode_checkin(int rank, const MemberState& s);
 std::optional<std::pair<int, MemberState>> decode_checkin(const std::vector<std::string>& w, int world, int me,
                                                           int64_t max_step);
 
-// "elastic running EPOCH" / "elastic lobby EPOCH": the answer to "elastic status".
+// "elastic running EPOCH" / "elastic lobby EPOCH" / "elastic starting": the answer to
+// "elastic status". Starting: a process that has not been handed a ring of this job since it
+// started (it makes the job's first ring with the others, or joins a running one).
 struct StatusAnswer {
-  enum Kind { Other, Running, Lobby } kind = Other;  // Other: neither, or not understood
+  enum Kind { Other, Running, Lobby, Starting } kind = Other;  // Other: none of these, or not understood
   int64_t epoch = -1;
 };
 StatusAnswer parse_status(const std::string& answer);

@@ -17,8 +17,8 @@ void Trainer::connect() {
   ring_ = std::make_unique<ElasticRing>(
       o_, "data.train_docs=" + std::to_string(data_.train->num_docs()) + "\ndata.vocab=" + std::to_string(data_.vocab) + "\n",
       [this](const std::string& req) { return answer(req); }, status_);
-  joining_ = ring_->job_is_running();
-  if (joining_) {
+  auto join = [&] {
+    joining_ = true;
     logf("the job is running on these ports: joining it");
     if (o_.device_batch_auto) {
       // Timing needs every rank at once (build()); a rank joining a running job takes its even
@@ -27,8 +27,21 @@ void Trainer::connect() {
       logf("--device-batch auto: joining a running job, this rank trains %lld rows per micro-step (its even share)",
            (long long)o_.device_batch);
     }
+  };
+  if (ring_->job_is_running()) join();
+  RingBatch batch;
+  try {
+    batch = ring_->connect(joining_);
+  } catch (const std::runtime_error& e) {
+    // Restarted while the others re-formed the ring without it: its fresh start found no ring
+    // running, and the ring refused it (it still held this rank's dead predecessor, or it
+    // formed meanwhile without this rank). It bound this rank's port, so no other live
+    // process holds the rank: it joins.
+    if (joining_ || !o_.elastic() || !ring_->job_is_running()) throw;
+    logf("could not start the job afresh (%s); a ring formed meanwhile", e.what());
+    join();
+    batch = ring_->connect(true);
   }
-  const RingBatch batch = ring_->connect(joining_);
   rank_batch_ = batch.rank_batch;
   if (joining_) global_tokens_ = batch.global_tokens;
 }

@@ -20,7 +20,7 @@ struct LyingRank1 {
   std::string coordinator_address;
   std::unique_ptr<Communicator> port;  // rank 1's port, saying it is in a lobby
 
-  explicit LyingRank1(int first_port) {
+  explicit LyingRank1(int first_port, std::string status_answer = "elastic lobby 3") {
     coordinator.rank = 0;
     coordinator.peers = parse_peers(nettest::loopback_peers(2, first_port));
     coordinator.job_id = "rendezvous-test";
@@ -32,7 +32,7 @@ struct LyingRank1 {
     co.peers = {coordinator.peers[1]};
     co.job_id = "rendezvous-test#lobby";
     co.listen_only = true;
-    co.service_handler = [](const std::string&) { return std::string("elastic lobby 3"); };
+    co.service_handler = [status_answer](const std::string&) { return status_answer; };
     port = std::make_unique<Communicator>(std::move(co));
   }
   std::string ask(const std::string& text) { return request(coordinator_address, text, 5); }
@@ -78,6 +78,25 @@ BOOST_AUTO_TEST_CASE(checkins_are_bounded_and_a_lone_claim_cannot_drag_the_ring_
   BOOST_TEST(m.target_step == 50);  // the coordinator's state goes on, not the claim of step 0
   BOOST_TEST(m.stateful == std::vector<int>{0}, "stateful: " << m.stateful.size());
   BOOST_TEST(m.members == (std::vector<int>{0, 1}));
+}
+
+// Rank 1 died and was restarted at once: its new process found no ring running (the others
+// had left it, their lobby was not up yet) and tries to start the job afresh ("elastic
+// starting"). The re-forming ring must not wait for it: it would wait for the ring in turn,
+// and both would time out. The coordinator goes on without it (the new process then finds
+// the ring and joins it; train/elastic shows that part).
+BOOST_AUTO_TEST_CASE(a_rank_starting_afresh_is_not_waited_for) {
+  LyingRank1 t(nettest::port_base(0) + 2, "elastic starting");
+  t.coordinator.timeout_s = 15;
+  MemberState mine;
+  mine.epoch = 3, mine.members = {0, 1}, mine.step = 50, mine.oldest_step = 50;
+  const auto t0 = std::chrono::steady_clock::now();
+  Membership m;
+  BOOST_REQUIRE_NO_THROW(m = rt::net::rendezvous(t.coordinator, mine));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(took < 10, "the rendezvous took " << took << " s");
+  BOOST_TEST(m.members == std::vector<int>{0});
+  BOOST_TEST(m.target_step == 50);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -224,6 +224,32 @@ BOOST_AUTO_TEST_CASE(killed_rank_is_dropped_then_rejoins) {
   BOOST_TEST(std::abs(elastic_bpb - ref_bpb) <= 0.01 * ref_bpb, "val bpb " << elastic_bpb << " vs " << ref_bpb);
 }
 
+// A rank restarted while the others re-form: its probe met them between their old ring and
+// their lobby and found no job (a test hook makes its first probe miss), so it tries to start
+// the job afresh. The re-forming ring does not wait for it (it answers "elastic starting"),
+// the ring it forms refuses the fresh start, and the process joins that ring instead of
+// exiting.
+BOOST_AUTO_TEST_CASE(rank_restarted_during_a_reform_joins_instead_of_starting_afresh) {
+  const int port = nettest::port_base(0) + 9;
+  const std::string run = run_dir("el-race"), metrics = run + "/metrics.jsonl";
+  auto ranks = start_ranks("el-race", {2, 2, 2}, port, kLongRun);
+  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 5, kWait), all_logs(ranks));
+  ::kill(ranks[2].pid, SIGKILL);
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), all_logs(ranks));
+  check_event(events(metrics)[0], "rank_lost", 2, 2);
+  nettest::wait_one(ranks[2], 10);
+  setenv("RINGTRAIN_TEST_MISS_RUNNING_JOB", "1", 1);
+  ranks[2] = start_rank("el-race", {2, 2, 2}, port, kLongRun, 2, "el-race-r2-again");
+  unsetenv("RINGTRAIN_TEST_MISS_RUNNING_JOB");
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 2, kWait), all_logs(ranks));
+  check_event(events(metrics)[1], "rank_joined", 2, 3);
+  BOOST_TEST(nettest::contains(ranks[2].err(), "could not start the job afresh"), ranks[2].err());
+  BOOST_TEST(nettest::contains(ranks[2].err(), "joined the running job at step"), ranks[2].err());
+  BOOST_REQUIRE_MESSAGE(wait_for_progress(metrics, 3, kWait), all_logs(ranks));
+  stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  check_every_step_once(metrics);
+}
+
 // The re-form watchdog: rank 2 keeps breaking every ring it is in (a test hook: from step 6
 // on, it throws at each step), is let back in each time, and no step completes. After
 // --max-reforms 3 such re-forms every rank saves its last good state and exits 1, and the

@@ -107,8 +107,8 @@ class ElasticRing {
   // The watchdog (--max-reforms): called as a re-form starts; gives up when the ring has
   // re-formed that many times since a step was last completed.
   void count_reform(const std::string& lost, int64_t newest_step, RingChange& change);
-  // Which rank each re-form since the last completed step involved: named in what broke the
-  // ring, or lost or joined by it.
+  // Which rank each re-form since the last completed step involved: named last in what broke
+  // the ring (the origin of a failure passed on), or lost or joined by it.
   void blame(int rank);
   int named_rank(const std::string& text) const;
 
@@ -129,6 +129,7 @@ class ElasticRing {
   std::mutex join_mu_;                       // guards join_admitted_at_ (service threads)
   std::map<int, double> join_admitted_at_;   // when each rank's last join was let in (now_s)
   std::atomic<bool> ring_up_{false};         // a ring runs (its handshake is done)
+  std::atomic<bool> handed_a_ring_{false};   // a rendezvous gave this process a ring (or its first ring formed)
   net::Membership joined_ring_;              // the ring this process joined
   // The watchdog's count: re-forms since a step was completed after the last one, the step
   // the last ring went on from, and how often each original rank was involved.

@@ -23,8 +23,8 @@
 # Between faults the job runs until every rank is live again and it has made 5 more steps.
 #
 # --steps: by default what the job does in --minutes without faults, measured first by a
-# short run of the same job. When the time is up no more faults are dealt and the job is
-# left to finish. Then, checked: every rank ended with exit 0 at the last step, on its own;
+# short run of the same job. When the time is up, or the job is within two minutes of its
+# end, no more faults are dealt and the job is left to finish. Then, checked: every rank ended with exit 0 at the last step, on its own;
 # the replicas' final weights are bit-identical; every checkpoint left on every host
 # evaluates; and the final val bpb is within 1% of an uninterrupted run of the same tokens
 # (one process with the whole batch, run beside the soak at nice 10). Printed: one table of
@@ -133,6 +133,7 @@ supervise() {  # rank steps
     sleep 2
     resume=(--resume)
   done
+  touch "$work/r$r.ended"
 }
 start_job() {  # steps
   local r
@@ -140,6 +141,10 @@ start_job() {  # steps
     mkdir -p "$work/h$r"
     supervise "$r" "$1" &
   done
+}
+job_dead() {  # every supervisor gave up (exit 2) or saw its rank finish: nothing will move again
+  local r
+  for r in $(seq 0 $((n - 1))); do [ -f "$work/r$r.ended" ] || return 1; done
 }
 job_done() {  # every supervisor saw its rank exit 0
   local r
@@ -158,7 +163,7 @@ if [ -z "$steps" ]; then
   ip netns exec "$(ns 0)" "$bin" stop "$(hosts addr 0):29500" --key "$key" --timeout 30 >/dev/null 2>&1
   wait_for 120 job_done
   touch "$work/stopping"; wait; rm -f "$work/stopping"
-  for r in $(seq 0 $((n - 1))); do rm -rf "$work/h$r" "$work/r$r.log" "$work/r$r.exits" "$work/r$r.pid"; done
+  for r in $(seq 0 $((n - 1))); do rm -rf "$work/h$r" "$work/r$r.log" "$work/r$r.exits" "$work/r$r.pid" "$work/r$r.ended"; done
   steps=$("$py" -c "import sys; print(max(200, int(float(sys.argv[1]) * 60 / float(sys.argv[2]))))" "$minutes" "$step_s")
 else
   step_s=""
@@ -202,18 +207,27 @@ deal() {  # kind r
   esac
 }
 
-all_live_and_stepping() {  # since step $1
+all_live_and_stepping() {  # since step $1; also true once the job is dead or done (checked after)
+  job_dead && return 0
+  [ "$(job_step)" -ge "$steps" ] && return 0
   [ "$(live_ranks)" = "$n" ] && [ "$(job_step)" -ge $(($1 + 5)) ]
 }
 deadline=$((SECONDS + minutes * 60))
 rounds=0 samples=()
 : >"$work/rounds"
-while [ $SECONDS -lt $deadline ] && ! job_done; do
+# No fault in the job's last two minutes: a rank lost then may not be back before the others
+# finish (a finished job takes nobody in), and a disk filled then fails the final save, which
+# must fail loudly (exit 1). Neither is a fault the job could recover from.
+far_from_end() {
+  "$py" -c "import sys; left, s = int(sys.argv[1]) - int(sys.argv[2]), sys.argv[3]; sys.exit(0 if (left * float(s) > 120 if s else left > 2000) else 1)" \
+    "$steps" "$(job_step)" "$step_s"
+}
+while [ $SECONDS -lt $deadline ] && far_from_end; do
   kind=${fault_kinds[$((RANDOM % ${#fault_kinds[@]}))]} r=$((RANDOM % n))
   t_start=$(now) s_start=$(job_step)
   deal "$kind" "$r"
   t_healed=$(now) s_healed=$(job_step)
-  if wait_for 600 all_live_and_stepping "$s_healed"; then back=$(now); ok=yes; else back=$(now); ok=no; fi
+  if wait_for 600 all_live_and_stepping "$s_healed" && ! job_dead; then back=$(now); ok=yes; else back=$(now); ok=no; fi
   s_back=$(job_step)
   rounds=$((rounds + 1))
   # Time lost: the round's wall time less what its steps take without faults (the step time
@@ -232,7 +246,8 @@ done
 
 # No more faults: the job finishes by itself.
 remaining=$(( (steps - $(job_step)) ))
-wait_for $((600 + remaining)) job_done
+wait_for $((600 + remaining)) job_dead
+job_done
 finished=$?
 wait "$ref_pid"
 ref_rc=$?

@@ -32,6 +32,8 @@ void Trainer::connect() {
   RingBatch batch;
   try {
     batch = ring_->connect(joining_);
+  } catch (const net::Aborted&) {
+    throw;  // stopped (SIGTERM, SIGINT) while it waited: it stops
   } catch (const std::runtime_error& e) {
     // Restarted while the others re-formed the ring without it: its fresh start found no ring
     // running, and the ring refused it (it still held this rank's dead predecessor, or it

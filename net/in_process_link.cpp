@@ -102,7 +102,7 @@ class InProcessLink final : public Link {
     {
       std::unique_lock lk(hub_->mu);
       woken = hub_->changed.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] {
-        return failures_.failed() || (want_recv && !hub_->queue(from, rank()).empty()) || news_locked();
+        return failures_.failed() || (want_recv && !hub_->queue(from, rank()).empty()) || !lost_peer_locked().empty();
       });
     }
     tick();
@@ -113,9 +113,7 @@ class InProcessLink final : public Link {
     std::string lost;
     {
       std::lock_guard lk(hub_->mu);
-      for (int p = 0; p < world() && lost.empty(); ++p)
-        if (p != rank() && !hub_->gone[size_t(p)].empty() && hub_->queue(p, rank()).empty())
-          lost = "lost " + describe(p) + ": " + hub_->gone[size_t(p)];
+      lost = lost_peer_locked();
     }
     if (!lost.empty()) failures_.record(FailureState::Kind::PeerLost, lost);
     failures_.throw_if_failed();
@@ -138,10 +136,7 @@ class InProcessLink final : public Link {
     failures_.throw_it();
   }
 
-  void set_service_handler(ServiceHandler h) override {
-    std::lock_guard lk(handler_mu_);
-    handler_ = std::move(h);
-  }
+  void set_service_handler(ServiceHandler) override {}  // no service traffic in-process
   void abort(const std::string& reason) override {
     failures_.record(FailureState::Kind::Aborted, reason);
     hub_->changed.notify_all();
@@ -154,18 +149,19 @@ class InProcessLink final : public Link {
   void release() override { hold_mu_.unlock(); }
 
  private:
-  // A rank died whose queue to us is empty (the caller holds the hub's lock).
-  bool news_locked() {
+  // "lost rank P (...): why" for the first rank that is gone and whose messages to us have all
+  // been read, or "" (the caller holds the hub's lock).
+  std::string lost_peer_locked() {
     for (int p = 0; p < world(); ++p)
-      if (p != rank() && !hub_->gone[size_t(p)].empty() && hub_->queue(p, rank()).empty()) return true;
-    return false;
+      if (p != rank() && !hub_->gone[size_t(p)].empty() && hub_->queue(p, rank()).empty())
+        return "lost " + describe(p) + ": " + hub_->gone[size_t(p)];
+    return "";
   }
 
   std::shared_ptr<InProcessRing::Hub> hub_;
   CommOptions opt_;
   FailureState failures_;
-  std::mutex hold_mu_, handler_mu_;
-  ServiceHandler handler_;  // kept, never called: no service traffic in-process
+  std::mutex hold_mu_;
 };
 
 }  // namespace

@@ -74,16 +74,21 @@ void Trainer::save_periodic_checkpoint() {
   }
 }
 
+namespace {
+// The step S of a test hook RINGTRAIN_TEST_...=R:S when R is this rank, else -1.
+int64_t test_hook_step(const char* variable, int rank) {
+  const char* spec = std::getenv(variable);
+  if (!spec || std::atoi(spec) != rank || !std::strchr(spec, ':')) return -1;
+  return std::atoll(std::strchr(spec, ':') + 1);
+}
+}  // namespace
+
 // For the tests of a diverged rank only: RINGTRAIN_TEST_POISON=R:S makes rank R set one
 // parameter (of lm_head, so every loss sees it) to NaN before the forward pass of step S, as
 // a diverged update would.
 // The variable is read once, at the first step.
 void Trainer::poison_for_test() {
-  static const int64_t poison_step = [this]() -> int64_t {
-    const char* spec = std::getenv("RINGTRAIN_TEST_POISON");
-    if (!spec || std::atoi(spec) != o_.rank || !std::strchr(spec, ':')) return -1;
-    return std::atoll(std::strchr(spec, ':') + 1);
-  }();
+  static const int64_t poison_step = test_hook_step("RINGTRAIN_TEST_POISON", o_.rank);
   if (poison_step != run_.step + 1) return;
   for (const auto& p : model_->params().all())
     if (p.name == "lm_head.weight") p.data[0] = std::nanf("");  // in every token's logits
@@ -92,11 +97,7 @@ void Trainer::poison_for_test() {
 // For the test of the re-form watchdog only: RINGTRAIN_TEST_BREAK_RING=R:S makes rank R break
 // every ring at every step after step S, as a rank that keeps failing the protocol would.
 void Trainer::break_ring_for_test() {
-  static const int64_t from_step = [this]() -> int64_t {
-    const char* spec = std::getenv("RINGTRAIN_TEST_BREAK_RING");
-    if (!spec || std::atoi(spec) != o_.rank || !std::strchr(spec, ':')) return -1;
-    return std::atoll(std::strchr(spec, ':') + 1);
-  }();
+  static const int64_t from_step = test_hook_step("RINGTRAIN_TEST_BREAK_RING", o_.rank);
   if (from_step >= 0 && run_.step >= from_step && comm())
     throw net::PeerLost("rank " + std::to_string(o_.rank) + " (" + o_.peers[size_t(o_.rank)].text() +
                         ") breaks every ring it is in (RINGTRAIN_TEST_BREAK_RING)");

@@ -28,38 +28,51 @@ constexpr double kHandOutS = 5;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The new ring from what every rank in the lobby said (the coordinator's own state included).
-// The state that goes on is the newest ring's, at the step the most of its members can be
-// at: each can be at any step from its oldest to its newest, and the ring goes on from the
-// latest step that the largest number of them share. Members of one ring are never more
-// than an update apart, so they all share one step and that is the earliest of their newest
-// steps; a claim that shares no step with the others (a member that lies, or one that is
-// broken) is outvoted, and the lower of two equal groups never drags the ring back.
-// Members that cannot be at that step receive the state.
-Membership decide(const std::map<int, MemberState>& states) {
+// Of the lineages the members hold state of, the one with the most completed steps goes on
+// (ties: the lowest rank's); members of any other lineage count as members without state.
+// Within it, the state that goes on is the newest ring's, at the step the most of its
+// members can be at: each can be at any step from its oldest to its newest, and the ring
+// goes on from the latest step that the largest number of them share. Members of one ring
+// are never more than an update apart, so they all share one step and that is the earliest
+// of their newest steps; a claim that shares no step with the others (a member that lies,
+// or one that is broken) is outvoted, and the lower of two equal groups never drags the
+// ring back. Members that cannot be at that step receive the state. The new ring keeps
+// the lineage when it holds every rank of the ring whose state goes on, and starts a new
+// one (`fresh`) when it does not, or when nobody has state.
+Membership decide(const std::map<int, MemberState>& states, uint64_t fresh) {
   Membership m;
-  int64_t newest = -1;
+  uint64_t lineage = 0;
+  int64_t most_steps = -1, newest = -1, newest_any = -1;
   for (const auto& [r, s] : states) {
     m.members.push_back(r);
-    newest = std::max(newest, s.epoch);
+    newest_any = std::max(newest_any, s.epoch);
+    if (s.epoch >= 0 && s.step > most_steps) most_steps = s.step, lineage = s.lineage;
   }
-  m.epoch = std::max<int64_t>(newest, 0) + 1;
+  auto holds = [&](const MemberState& s) { return s.epoch >= 0 && s.lineage == lineage; };
+  for (const auto& [r, s] : states)
+    if (holds(s)) newest = std::max(newest, s.epoch);
+  // Epochs of every lineage stay below the new one: a ring's job id is never reused.
+  m.epoch = std::max<int64_t>(newest_any, 0) + 1;
   m.state_epoch = newest;
+  m.lineage = fresh;
   if (newest < 0) return m;  // nobody has state: a fresh start
   size_t most = 0;
   int64_t target = 0;
   for (const auto& [r, candidate] : states) {  // the best step is some claimant's newest
-    if (candidate.epoch != newest) continue;
+    if (!holds(candidate) || candidate.epoch != newest) continue;
     size_t holders = 0;
     for (const auto& [q, s] : states)
-      holders += s.epoch == newest && s.oldest_step <= candidate.step && candidate.step <= s.step;
+      holders += holds(s) && s.epoch == newest && s.oldest_step <= candidate.step && candidate.step <= s.step;
     if (holders > most || (holders == most && candidate.step > target)) most = holders, target = candidate.step;
   }
   m.target_step = target;
   for (const auto& [r, s] : states)
-    if (s.epoch == newest && s.oldest_step <= target && target <= s.step) {
+    if (holds(s) && s.epoch == newest && s.oldest_step <= target && target <= s.step) {
       m.stateful.push_back(r);
       if (m.state_members.empty()) m.state_members = s.members;
     }
+  const bool whole = std::includes(m.members.begin(), m.members.end(), m.state_members.begin(), m.state_members.end());
+  if (whole) m.lineage = lineage;
   return m;
 }
 
@@ -79,6 +92,8 @@ double attempt_timeout(const RendezvousOptions& o, int unanswered) {
 struct PeerView {
   enum Seen { Unsure, Absent, Other, Running, Lobby, Starting } seen = Unsure;
   int64_t epoch = -1;
+  uint64_t lineage = 0;
+  int64_t step = -1;
 };
 
 // True when a TCP connection to the address is refused: no process listens there.
@@ -115,15 +130,15 @@ PeerView parse_status(const std::string& answer) {
            : a.kind == wire::StatusAnswer::Lobby    ? PeerView::Lobby
            : a.kind == wire::StatusAnswer::Starting ? PeerView::Starting
                                                     : PeerView::Other;
-  v.epoch = a.epoch;
+  v.epoch = a.epoch, v.lineage = a.lineage, v.step = a.step;
   return v;
 }
 
 // The lobby's shared state: the handler runs on the lobby communicator's thread.
 class Lobby {
  public:
-  Lobby(int me, int world, int64_t max_step, const MemberState& mine, ServiceHandler other)
-      : me_(me), world_(world), max_step_(max_step), mine_(mine), other_(std::move(other)) {}
+  Lobby(int me, int world, int64_t max_step, const MemberState& mine, bool require_state, ServiceHandler other)
+      : me_(me), world_(world), max_step_(max_step), mine_(mine), require_state_(require_state), other_(std::move(other)) {}
 
   std::string answer(const std::string& request) {
     const auto w = words(request);
@@ -131,9 +146,10 @@ class Lobby {
       if (other_) return other_(request);
       return "error: the job is re-forming its ring; ask again in a few seconds";
     }
-    if (w.size() == 2 && w[1] == "status") return "elastic lobby " + std::to_string(mine_.epoch);
+    if (w.size() == 2 && w[1] == "status")
+      return "elastic lobby " + std::to_string(mine_.epoch) + " " + lineage_text(mine_.lineage);
     if (w.size() == 3 && w[1] == "join") return "elastic wait";
-    if (w.size() == 7 && w[1] == "checkin") return checkin(w);
+    if (w.size() == 8 && w[1] == "checkin") return checkin(w);
     return "error: unknown elastic request";
   }
 
@@ -142,13 +158,16 @@ class Lobby {
     std::lock_guard lk(mu_);
     if (decision_) return true;
     std::map<int, MemberState> states{{me_, mine_}};
+    bool state = mine_.epoch >= 0;
     for (int p : present) {
       if (p == me_) continue;
       auto it = checkins_.find(p);
       if (it == checkins_.end()) return false;
       states[p] = it->second;
+      state = state || it->second.epoch >= 0;
     }
-    decision_ = decide(states);
+    if (require_state_ && !state) return false;
+    decision_ = decide(states, new_lineage());
     decided_at_ = Clock::now();
     fetched_.assign(size_t(world_), false);
     fetched_[size_t(me_)] = true;
@@ -182,6 +201,7 @@ class Lobby {
   const int me_, world_;
   const int64_t max_step_;
   const MemberState mine_;
+  const bool require_state_;
   const ServiceHandler other_;
   std::mutex mu_;
   std::map<int, MemberState> checkins_;
@@ -261,13 +281,13 @@ int Membership::index_of(int rank) const {
   return it != members.end() && *it == rank ? int(it - members.begin()) : -1;
 }
 
-std::string ring_job_id(const std::string& job_id, int64_t epoch) {
-  return epoch == 0 ? job_id : job_id + "#ring" + std::to_string(epoch);
+std::string ring_job_id(const std::string& job_id, int64_t epoch, uint64_t lineage) {
+  return epoch == 0 ? job_id : job_id + "#ring" + std::to_string(epoch) + "." + lineage_text(lineage);
 }
 
 Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
   const int world = int(o.peers.size());
-  Lobby lobby(o.rank, world, std::min(o.max_step, wire::kMaxStep), mine, o.other_requests);
+  Lobby lobby(o.rank, world, std::min(o.max_step, wire::kMaxStep), mine, o.require_state, o.other_requests);
   CommOptions co;
   co.rank = 0;
   co.peers = {o.peers[size_t(o.rank)]};
@@ -296,8 +316,13 @@ Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
       // communicator): wait until it says where it stands. Starting: a process restarted since
       // the ring broke, still trying to start the job afresh; it is not waited for (it would
       // wait for us in turn until both time out): once a ring runs, it finds it and joins.
+      // Running: a newer ring than ours (of any lineage) ran on without us: we join it. One of
+      // our ring's lineage not newer will notice the loss soon: we wait for it. One of
+      // another lineage not newer (the other side of a partition) is not waited for: once
+      // both run, the heal probe merges them.
       unsure = unsure || v.seen == PeerView::Unsure || v.seen == PeerView::Other;
-      if (v.seen == PeerView::Running) (v.epoch > mine.epoch ? newer_running : running) = true;
+      if (v.seen == PeerView::Running && v.epoch > mine.epoch) newer_running = true;
+      else if (v.seen == PeerView::Running && v.lineage == mine.lineage) running = true;
       if (v.seen == PeerView::Lobby) present.push_back(p);
     }
     std::sort(present.begin(), present.end());
@@ -330,17 +355,21 @@ Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
   }
 }
 
-std::optional<std::string> answer_while_running(const std::string& request, int64_t epoch, int world,
-                                                const std::function<bool(int rank)>& is_member,
-                                                const std::function<void(int rank)>& wants_to_join) {
+std::optional<std::string> answer_while_running(const std::string& request, const RunningRing& ring, int64_t max_step) {
   const auto w = words(request);
   if (w.empty() || w[0] != "elastic") return std::nullopt;
-  if (w.size() == 2 && w[1] == "status") return "elastic running " + std::to_string(epoch);
+  if (w.size() == 2 && w[1] == "status")
+    return "elastic running " + std::to_string(ring.epoch) + " " + lineage_text(ring.lineage) + " " + std::to_string(ring.step);
   int64_t rank;
-  if (w.size() == 3 && w[1] == "join" && wire::parse_int(w[2], 0, world - 1, rank)) {
+  if (w.size() == 3 && w[1] == "join" && wire::parse_int(w[2], 0, ring.world - 1, rank)) {
     // A member's request arrived late (it asked again while the ring formed): nothing to do.
-    if (!is_member(int(rank))) wants_to_join(int(rank));
+    if (!ring.is_member(int(rank))) ring.wants_to_join(int(rank));
     return "elastic ok";
+  }
+  if (auto merge = wire::decode_merge(w)) {
+    const auto [lineage, step] = *merge;
+    if (lineage == ring.lineage || step > std::min(max_step, wire::kMaxStep)) return "error: malformed merge";
+    return ring.this_ring_yields(lineage, step) ? "elastic stay" : "elastic yield";
   }
   return "elastic notcoord";
 }
@@ -358,6 +387,25 @@ bool job_is_running(const RendezvousOptions& o) {
       });
   for (auto& t : threads) t.join();
   return running;
+}
+
+MergeVerdict seek_other_lineage(const RendezvousOptions& o, const std::vector<int>& members, uint64_t lineage,
+                                int64_t step) {
+  for (int p = 0; p < int(o.peers.size()); ++p) {
+    if (p == o.rank || std::binary_search(members.begin(), members.end(), p)) continue;
+    const auto reply = ask(o, p, "elastic status");
+    if (!reply) continue;  // gone, or still cut off
+    const PeerView v = parse_status(*reply);
+    if (v.seen != PeerView::Running || v.lineage == lineage) continue;
+    // The first such rank is the lowest of the other ring's we can see: when it is below all
+    // of ours, its ring is the one asked.
+    if (members.empty() || p > members.front()) return MergeVerdict::None;
+    const auto answer = ask(o, p, wire::encode_merge(lineage, step));
+    if (answer == "elastic yield") return MergeVerdict::Yield;
+    if (answer == "elastic stay") return MergeVerdict::Stay;
+    return MergeVerdict::None;
+  }
+  return MergeVerdict::None;
 }
 
 }  // namespace rt::net

@@ -24,11 +24,11 @@ bool parse_int(const std::string& s, int64_t lo, int64_t hi, int64_t& out);
 std::string list_text(const std::vector<int>& ranks);
 std::optional<std::vector<int>> parse_list(const std::string& s, int world);
 
-// "elastic go EPOCH MEMBERS STATE_EPOCH STATE_MEMBERS STATEFUL STEP": the coordinator's decision.
+// "elastic go EPOCH MEMBERS STATE_EPOCH STATE_MEMBERS STATEFUL STEP LINEAGE": the coordinator's decision.
 std::string encode_go(const Membership& m);
 std::optional<Membership> decode_go(const std::vector<std::string>& w, int world);
 
-// "elastic checkin RANK EPOCH STEP OLDEST MEMBERS": where a member stands. Decoded for the
+// "elastic checkin RANK EPOCH STEP OLDEST MEMBERS LINEAGE": where a member stands. Decoded for the
 // coordinator `me` of a job of `world` ranks and --steps max_step: the rank is another
 // member's, the epoch can be followed by one more, the steps are within the job's, and a
 // member of a ring (epoch >= 0) is among that ring's ranks.
@@ -36,13 +36,20 @@ std::string encode_checkin(int rank, const MemberState& s);
 std::optional<std::pair<int, MemberState>> decode_checkin(const std::vector<std::string>& w, int world, int me,
                                                           int64_t max_step);
 
-// "elastic running EPOCH" / "elastic lobby EPOCH" / "elastic starting": the answer to
-// "elastic status". Starting: a process that has not been handed a ring of this job since it
+// "elastic running EPOCH LINEAGE STEP" / "elastic lobby EPOCH LINEAGE" / "elastic starting":
+// the answer to "elastic status". Starting: a process that has not been handed a ring of this job since it
 // started (it makes the job's first ring with the others, or joins a running one).
 struct StatusAnswer {
   enum Kind { Other, Running, Lobby, Starting } kind = Other;  // Other: none of these, or not understood
   int64_t epoch = -1;
+  uint64_t lineage = 0;
+  int64_t step = -1;  // Running only
 };
 StatusAnswer parse_status(const std::string& answer);
+
+// "elastic merge LINEAGE STEP": a ring of another lineage asks which of the two yields;
+// answered "elastic yield" (the asker yields) or "elastic stay" (the one asked does).
+std::string encode_merge(uint64_t lineage, int64_t step);
+std::optional<std::pair<uint64_t, int64_t>> decode_merge(const std::vector<std::string>& w);
 
 }  // namespace rt::net::wire

@@ -115,7 +115,7 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
       ("outer-momentum", "DiLoCo outer Nesterov momentum", cxxopts::value<float>()->default_value("0.9"))
       ("wire", "f32, bf16, int8 or int4 (int8/int4: avg and diloco only, blocks of 64 values with a scale, error feedback) on the wire", cxxopts::value<std::string>()->default_value("f32"))
       ("job-id", "job name checked at the handshake", cxxopts::value<std::string>()->default_value("ringtrain"))
-      ("min-ranks", "a lost rank does not stop the job while at least this many ranks live (the others re-form the ring and go on; a restarted rank rejoins); below it, the ranks checkpoint and exit 1 (not elastic with --sync-overlap). Default: a majority (more than half) of 3 or more ranks, so the two sides of a network partition never both train on; 1 of 2 ranks",
+      ("min-ranks", "a lost rank does not stop the job while at least this many ranks live (the others re-form the ring and go on; a restarted rank rejoins); below it, the ranks checkpoint and exit 1. Default: a majority (more than half) of 3 or more ranks, so the two sides of a network partition never both train on; 1 of 2 ranks",
        cxxopts::value<int>()->default_value("0"))
       ("max-reforms", "the watchdog: after K re-forms of the ring with no step completed in between, every rank saves its last good state and exits 1, naming the rank that keeps breaking the ring (0: never)",
        cxxopts::value<int>()->default_value("10"))

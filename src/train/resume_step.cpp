@@ -45,4 +45,11 @@ std::string agree_resume_checkpoint(net::Communicator* comm, const std::string& 
   return *dir;
 }
 
+int64_t finished_step(const std::string& out_dir, int rank, int64_t steps) {
+  const std::optional<std::string> dir = newest_valid_checkpoint(out_dir, rank);
+  if (!dir) return -1;
+  const int64_t step = step_of(*dir);
+  return step >= steps ? step : -1;
+}
+
 }  // namespace rt::train

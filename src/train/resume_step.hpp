@@ -13,4 +13,10 @@ namespace rt::train {
 // rt::UsageError when there is no valid checkpoint, or none at a step all ranks have.
 std::string agree_resume_checkpoint(net::Communicator* comm, const std::string& out_dir, int rank);
 
+// The step of this rank's newest valid checkpoint when it is at --steps or beyond (the job
+// is done), else -1. A rank restarted after the job finished (a supervisor, a reboot with
+// the unit enabled) must not wait for peers that will never come again, fail, and be
+// restarted forever.
+int64_t finished_step(const std::string& out_dir, int rank, int64_t steps);
+
 }  // namespace rt::train

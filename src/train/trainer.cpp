@@ -131,7 +131,6 @@ bool Trainer::train(int64_t last_step) {
   while (run_.step < last_step && !stopping) {
     try {
       stopping = train_step(last_step);
-      if (!stopping && o_.elastic() && comm() && last_synced_) ring_->after_step(*this);
     } catch (const net::PeerLost& e) {
       if (!o_.elastic() || ring_->giving_up()) throw;
       ring_->recover(e.what(), *this);
@@ -208,6 +207,8 @@ bool Trainer::train_step(int64_t last_step) {
 
   if (plan.eval) evaluate_and_log();
   if (plan.save) save_periodic_checkpoint();
+  // Joins are let in before an overlapped average starts (it holds the communicator).
+  if (!stopping && o_.elastic() && comm() && last_synced_) ring_->after_step(*this);
   sync_->step_end(stopping);
   return stopping;
 }
@@ -238,6 +239,7 @@ int Trainer::run() {
   if (o_.crop_long_docs) logf("packing: --long-docs crop (nanochat's): a document longer than a row fills one row, the rest of it is dropped");
   tokenizer_text_ = io::read_file((fs::path(o_.data_dir) / "tokenizer.tiktoken").string());
   clean_checkpoint_leftovers(o_.out_dir, o_.rank);
+  if (job_already_done()) return 0;
   cfg_ = o_.model_config(data_.vocab);
   const std::string schedule = o_.resolve_horizon(cfg_);
   // Elastic: any rank may become the lowest live one, which writes the metrics.

@@ -23,6 +23,16 @@ using nlohmann::json;
 
 namespace rt::train {
 
+bool Trainer::job_already_done() const {
+  if (!o_.resume) return false;
+  const int64_t done = finished_step(o_.out_dir, o_.rank, o_.steps);
+  if (done < 0) return false;
+  logf("the job is already done: %s holds the checkpoint of step %lld of --steps %lld; nothing to train (to train on, "
+       "--resume with a larger --steps)",
+       rank_dir(o_.out_dir, o_.rank).c_str(), (long long)done, (long long)o_.steps);
+  return true;
+}
+
 void Trainer::resume_from_checkpoint() {
   const std::string dir = agree_resume_checkpoint(comm(), o_.out_dir, o_.rank);
   const json meta = verify_checkpoint(dir);
@@ -52,14 +62,39 @@ void Trainer::resume_from_checkpoint() {
   run_.tokens_seen = meta.value("tokens_seen", 0.0);
   run_.val_bpb = meta.value("val_bpb", -1.0);
   run_.last_eval_step = run_.step;
-  // Checkpoints of different runs (or lineages) under one step number must not train on
-  // as one job: under grad every replica is the same bits, so compare them now.
+  uint64_t lineage = 0;  // checkpoints older than lineages have none
+  if (meta.contains("lineage")) {
+    const auto parsed = meta["lineage"].is_string() ? net::parse_lineage(meta["lineage"].get<std::string>()) : std::nullopt;
+    if (!parsed) throw UsageError("--resume: " + dir + "/meta.json has an invalid lineage; restore that checkpoint from a copy or remove it");
+    lineage = *parsed;
+  }
+  agree_lineage(lineage);
+  // Checkpoints of different runs under one step number must not train on as one job:
+  // under grad every replica is the same bits, so compare them now.
   if (comm() && o_.sync == SyncMode::Grad) check_replicas(*comm(), model_->params(), run_.step);
   if (weights_only)
     logf("resumed from the imported weights %s: a fresh optimizer and loader, the schedules from step %lld", dir.c_str(),
          (long long)run_.step);
   else logf("resumed from %s (step %lld)", dir.c_str(), (long long)run_.step);
   newest_checkpoint_step_ = run_.step;
+}
+
+// The two sides of a partition (two ranks, each going on alone) may both have saved a step:
+// checkpoints of two lineages are never resumed as one job. Checkpoints older than lineages
+// have none (0): the job keeps the lineage it started.
+void Trainer::agree_lineage(uint64_t lineage) {
+  if (comm()) {
+    int64_t seen[2] = {int64_t(lineage), -int64_t(lineage)};  // min and -max (63 bits: no overflow)
+    comm()->all_reduce_values(seen, net::ValueOp::Min);
+    if (seen[0] != -seen[1])
+      throw UsageError("--resume: the ranks' checkpoints of step " + std::to_string(run_.step) +
+                       " are of two lineages (this rank's: " + net::lineage_text(lineage) +
+                       "): the ranks trained apart, each side on its own, during a network partition. Keep one side's "
+                       "work: on the ranks of the other side, move away the checkpoints saved since the partition "
+                       "(meta.json names their lineage), then --resume");
+  }
+  if (lineage != 0) ring_->continue_lineage(lineage);
+  logf("lineage %s", net::lineage_text(ring_->lineage()).c_str());
 }
 
 void Trainer::save_periodic_checkpoint() {
@@ -163,6 +198,7 @@ void Trainer::save_checkpoint(const char* why) {
                {"steps", o_.steps},
                {"user_config", json::parse(o_.user_config_json(global_tokens_))},  // for an export to nanochat
                {"data", o_.data_dir},
+               {"lineage", net::lineage_text(ring_->lineage())},
                {"reason", why}};
   const std::string dir = w.commit(meta);
   status_.set_checkpoint(run_.step, dir);

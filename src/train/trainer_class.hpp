@@ -49,6 +49,10 @@ class Trainer final : private RingChange {
   // --- trainer_checkpoints.cpp ---
   // --resume: the checkpoint every rank agrees on, into the model, optimizer, loader and sync.
   void resume_from_checkpoint();
+  // --resume of a job whose --steps this rank's checkpoints reached already: says so (exit 0).
+  bool job_already_done() const;
+  // The resumed checkpoints' lineage, the same on every rank (else a UsageError), goes on.
+  void agree_lineage(uint64_t lineage);
   void save_checkpoint(const char* why);
   // The periodic save: a failed write (a full disk, no file descriptor left) costs this
   // checkpoint, not the run. It is logged, the previous checkpoint stays, the next periodic
@@ -114,6 +118,7 @@ class Trainer final : private RingChange {
   // The state taken before the update that follows a synced step (every step under grad,
   // after each average under avg/diloco; elastic only).
   StateSnapshot snapshot_;
+  bool replicas_identical_ = true;  // after share_state: every member holds the same parameters
   bool last_synced_ = true;  // the state after run_.step steps is synced and not changed since
   // Parameters, optimizer, loader and counters are exactly the state after run_.step steps:
   // false while an update or an average is applied, and while a joining rank receives the

@@ -63,7 +63,7 @@ void Trainer::load_sync_state(const std::string& bytes) {
 }
 
 void Trainer::leave_ring() {
-  if (sync_) run_.sync_state = sync_state_bytes();
+  if (sync_) sync_->drop_in_flight(), run_.sync_state = sync_state_bytes();
   sync_.reset();
   reports_.reset();
   progress_->finish();
@@ -107,6 +107,10 @@ void Trainer::share_state(const net::Membership& ring, const RingBatch& batch) {
   load_sync_state(run_.sync_state);
   run_.sync_state = sync_state_bytes();
   share_ring_state(*comm(), ring, o_.sync == SyncMode::Grad, o_.steps, model_->params(), *opt_, run_);
+  // Survivors that all held the state keep their own parameters; under --sync-overlap those
+  // differ between averages (each holds its local progress), so the replica check is for
+  // the parameters a member sent.
+  replicas_identical_ = !o_.sync_overlap || ring.stateful.size() != ring.members.size();
   loader_->restore(run_.loader);
   load_sync_state(run_.sync_state);
   sync_->begin();
@@ -118,7 +122,7 @@ void Trainer::share_state(const net::Membership& ring, const RingBatch& batch) {
 }
 
 void Trainer::start_ring(const std::vector<int>& before) {
-  check_replicas(*comm(), model_->params(), run_.step);
+  if (replicas_identical_) check_replicas(*comm(), model_->params(), run_.step);
   start_ring_duties();
   write_membership_events(before, ring_->members());
 }

@@ -22,6 +22,7 @@
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/net/communicator.hpp"
+#include "ringtrain/net/rendezvous.hpp"
 #include "train_ranks.hpp"
 
 namespace fs = std::filesystem;
@@ -160,7 +161,10 @@ BOOST_AUTO_TEST_CASE(killed_rank_is_dropped_then_rejoins) {
   BOOST_TEST(rt::net::request(addr, "elastic join 99", 10, key) == "elastic notcoord");
   BOOST_TEST(rt::net::request(addr, "elastic join 1", 10, key) == "elastic ok");  // a member: ignored
   BOOST_TEST(rt::net::request(addr, "elastic checkin 1 0 5 5 0,1,2", 10, key) == "elastic notcoord");
-  BOOST_TEST(rt::net::request(addr, "elastic status", 10, key) == "elastic running 0");
+  // "elastic running EPOCH LINEAGE STEP": the first ring, a random lineage, the steps done.
+  const std::string st = rt::net::request(addr, "elastic status", 10, key);
+  BOOST_TEST(st.rfind("elastic running 0 ", 0) == 0u, st);
+  BOOST_TEST((st.size() > 35 && rt::net::parse_lineage(st.substr(18, 16)).value_or(0) != 0), st);
 
   ::kill(ranks[2].pid, SIGKILL);
   const auto t0 = std::chrono::steady_clock::now();
@@ -353,6 +357,41 @@ BOOST_AUTO_TEST_CASE(diloco_rank_is_dropped_then_rejoins_at_an_average) {
   check_every_step_once(metrics);
 }
 
+// --sync-overlap (diloco, int8 on the wire, the average applied 2 steps after it starts), on
+// namespace hosts with 10 Mbit/s links so that an average is in flight most of the time: a
+// rank killed while one is in flight. Every survivor drops that average alike and goes back
+// to the step it started at; the restarted rank joins at an average; the job ends with
+// bit-identical replicas (the stop averages in place) and every step recorded once.
+BOOST_AUTO_TEST_CASE(overlapped_average_in_flight_is_dropped_alike_when_a_rank_is_lost) {
+  if (!testskip::require(geteuid() == 0, "network namespaces need root (CI runs as root)")) return;
+  nettest::NetnsHosts hosts(3, "ov", "--rate 10mbit --firewall 29500-29510");
+  const std::string run = run_dir("el-ovl"), metrics = run + "/metrics.jsonl";
+  const std::string peers = "10.99.0.1:29500,10.99.0.2:29500,10.99.0.3:29500";
+  auto start = [&](int r, const std::string& tag) {
+    std::string cmd = "exec ip netns exec " + hosts.ns(r);
+    for (const auto& a : base_args("el-ovl", {"--steps", "100000", "--eval-every", "0", "--sync", "diloco", "--sync-every", "4",
+                                              "--sync-overlap", "--overlap-steps", "2", "--wire", "int8", "--rank",
+                                              std::to_string(r), "--peers", peers, "--device-batch", "2", "--peer-timeout",
+                                              "5", "--connect-timeout", "60", "--key", nettest::key_file()}))
+      cmd += " '" + a + "'";
+    return nettest::spawn({"/bin/sh", "-c", cmd}, tag);
+  };
+  std::vector<Proc> ranks;
+  for (int r = 0; r < 3; ++r) ranks.push_back(start(r, "el-ovl-r" + std::to_string(r)));
+  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 3, kWait), all_logs(ranks));
+  bool dropped = false;
+  for (int round = 0; round < 4 && !dropped; ++round) {
+    const auto [lost, joined] = lose_and_rejoin(ranks, 1, 2, metrics, [&] { return start(1, "el-ovl-r1-" + std::to_string(round)); });
+    for (const json& e : {lost, joined})
+      BOOST_TEST(e["step"].get<int64_t>() % 4 == 0, "not an average's step: " << e.dump());
+    dropped = nettest::contains(ranks[0].err(), "average in flight is dropped");
+    BOOST_TEST_MESSAGE("round " << round << ": an average was in flight when rank 1 was lost: " << (dropped ? "yes" : "no"));
+  }
+  BOOST_TEST(dropped, "no kill of 4 landed while an average was in flight");
+  stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  check_every_step_once(metrics);
+}
+
 // On simulated hosts (network namespaces) behind the user's firewall, which lets in only
 // TCP 29500-29510: the lobby, the rendezvous and the state all use the one listed port.
 BOOST_AUTO_TEST_CASE(firewalled_hosts_lose_and_regain_a_rank) {
@@ -401,6 +440,108 @@ BOOST_AUTO_TEST_CASE(flapping_rank) {
   for (size_t i = 0; i < ev.size(); ++i) check_event(ev[i], i % 2 ? "rank_joined" : "rank_lost", 1, i % 2 ? 3 : 2);
   stop_and_check_replicas(ranks, ranks[2].pid, run, 3);
   check_every_step_once(metrics);
+}
+
+// Two ranks on firewalled namespace hosts, each with its own --out (as on two machines),
+// cut apart by a partition: both go on alone (for two ranks that is the default: a reboot
+// must not stop the job), each in a lineage of its own.
+struct PartitionedPair {
+  nettest::NetnsHosts hosts{2, "pt", "--firewall 29500-29510"};
+  std::string name;
+  std::vector<Proc> ranks;
+  PartitionedPair(const std::string& name, const std::vector<std::string>& flags) : name(name) {
+    for (int r = 0; r < 2; ++r) ranks.push_back(start(r, flags, "-r" + std::to_string(r)));
+  }
+  std::string run(int r) const { return run_dir(name + "-r" + std::to_string(r)); }
+  std::string metrics(int r) const { return run(r) + "/metrics.jsonl"; }
+  Proc start(int r, std::vector<std::string> flags, const std::string& tag) {
+    std::string cmd = "exec ip netns exec " + hosts.ns(r);
+    const std::vector<std::string> own = {"--rank", std::to_string(r), "--peers", "10.99.0.1:29500,10.99.0.2:29500",
+                                          "--device-batch", "2", "--peer-timeout", "5", "--connect-timeout", "60",
+                                          "--key", nettest::key_file()};
+    flags.insert(flags.end(), own.begin(), own.end());
+    for (const auto& a : base_args(name + "-r" + std::to_string(r), flags)) cmd += " '" + a + "'";
+    return nettest::spawn({"/bin/sh", "-c", cmd}, name + tag);
+  }
+  // Host 1's traffic to and from the other host dropped (cut) or let through again.
+  void cut(bool on) {
+    const std::string ns = "ip netns exec " + hosts.ns(1) + " nft ";
+    const int rc = on ? nettest::run_shell("printf '%s' 'table inet cut { chain i { type filter hook input priority -10; policy accept; "
+                                           "ip saddr 10.99.0.0/24 drop; }; chain o { type filter hook output priority -10; "
+                                           "policy accept; ip daddr 10.99.0.0/24 drop; }; }' | " + ns + "-f -")
+                      : nettest::run_shell(ns + "delete table inet cut");
+    BOOST_REQUIRE_EQUAL(rc, 0);
+  }
+  // Both sides record the other's loss, then each trains on alone.
+  void split() {
+    BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics(0), 5, kWait), all_logs(ranks));
+    cut(true);
+    for (int r = 0; r < 2; ++r) BOOST_REQUIRE_MESSAGE(wait_for_events(metrics(r), 1, kWait), all_logs(ranks));
+    check_event(events(metrics(0))[0], "rank_lost", 1, 1);
+    check_event(events(metrics(1))[0], "rank_lost", 0, 1);
+    for (int r = 0; r < 2; ++r) BOOST_REQUIRE_MESSAGE(wait_for_progress(metrics(r), 3, kWait), all_logs(ranks));
+  }
+};
+
+std::string lineage_of(const std::string& checkpoint) {
+  return json::parse(rt::io::read_file(checkpoint + "/meta.json")).value("lineage", "");
+}
+
+// The network heals: the two rings find each other by themselves, the one with fewer
+// completed steps yields (its ranks drop their state since the partition and receive the
+// other's), and the job ends as one: identical weights, one lineage, both exit 0.
+BOOST_AUTO_TEST_CASE(two_ranks_partitioned_train_apart_then_heal_into_one_lineage) {
+  if (!testskip::require(geteuid() == 0, "network namespaces need root (CI runs as root)")) return;
+  PartitionedPair job("el-heal", kLongRun);
+  job.split();
+  job.cut(false);
+  const auto healed = std::chrono::steady_clock::now();
+  // The side that yields joins the other; the ring's lowest rank (0) writes the metrics and
+  // records the loser as joined.
+  BOOST_REQUIRE_MESSAGE(wait_for_events(job.metrics(0), 2, kWait), all_logs(job.ranks));
+  const std::string yielded = "join the other lineage's ring";
+  const int loser = nettest::contains(job.ranks[0].err(), yielded) ? 0 : 1;
+  BOOST_TEST(nettest::contains(job.ranks[size_t(loser)].err(), yielded), all_logs(job.ranks));
+  BOOST_TEST(!nettest::contains(job.ranks[size_t(1 - loser)].err(), yielded), all_logs(job.ranks));
+  check_event(events(job.metrics(0))[1], "rank_joined", loser, 2);
+  const int winner = 0;  // the metrics' writer
+  BOOST_TEST_MESSAGE("one ring again " << seconds_since(healed) << " s after the heal; rank " << loser << " yielded");
+  BOOST_REQUIRE_MESSAGE(wait_for_progress(job.metrics(winner), 3, kWait), all_logs(job.ranks));
+  ::kill(job.ranks[0].pid, SIGTERM);
+  nettest::wait_all(job.ranks, kWait);
+  require_all_ok(job.ranks);
+  const int step = newest_step(job.run(0), 0);
+  BOOST_REQUIRE_EQUAL(newest_step(job.run(1), 1), step);
+  char dir[32];
+  std::snprintf(dir, sizeof dir, "step_%06d", step);
+  const std::string c0 = job.run(0) + "/rank0/" + dir, c1 = job.run(1) + "/rank1/" + dir;
+  BOOST_TEST((rt::io::read_file(c0 + "/model.safetensors") == rt::io::read_file(c1 + "/model.safetensors")),
+             "the replicas differ at step " << step);
+  BOOST_TEST(lineage_of(c0).size() == 16u);
+  BOOST_TEST(lineage_of(c0) == lineage_of(c1));
+}
+
+// Both sides stopped while apart (each saved its own steps since the partition, one
+// checkpoint a step): resumed together, they refuse, naming the two lineages and what to do,
+// instead of training on from checkpoints of the same step number with different weights.
+BOOST_AUTO_TEST_CASE(resume_refuses_checkpoints_of_two_lineages) {
+  if (!testskip::require(geteuid() == 0, "network namespaces need root (CI runs as root)")) return;
+  std::vector<std::string> flags = kLongRun;
+  flags.insert(flags.end(), {"--save-every", "1"});
+  PartitionedPair job("el-2lin", flags);
+  job.split();
+  for (auto& p : job.ranks) ::kill(p.pid, SIGTERM);  // apart: each side stops alone
+  nettest::wait_all(job.ranks, kWait);
+  require_all_ok(job.ranks);
+  job.cut(false);
+  flags.push_back("--resume");
+  std::vector<Proc> again;
+  for (int r = 0; r < 2; ++r) again.push_back(job.start(r, flags, "-again" + std::to_string(r)));
+  nettest::wait_all(again, kWait);
+  for (auto& p : again) {
+    BOOST_TEST(p.exit_code == 2, p.err());
+    BOOST_TEST(nettest::contains(p.err(), "are of two lineages"), p.err());
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -47,6 +47,15 @@ BOOST_AUTO_TEST_CASE(twenty_steps_equal_ten_plus_resume_plus_ten) {
   for (size_t i = 0; i < a.size(); ++i) BOOST_TEST(a[i] == b[i], "step " << i + 1 << ": " << a[i] << " vs " << b[i]);
   // The loss falls on this corpus (the model learns).
   BOOST_TEST(a.back() < a.front() - 0.03);  // it learns, even within the 40-step LR warm-up
+
+  // Started again once the job is done (a supervisor's restart, a reboot with the unit
+  // enabled): it says so and exits 0 (Restart=on-failure then leaves it), training nothing,
+  // instead of waiting for peers that finished and being restarted forever.
+  const auto before = run_dir("split") + "/metrics.jsonl";
+  Proc third = train(args("split", {"--resume"}), "third");
+  BOOST_TEST(third.exit_code == 0, third.err());
+  BOOST_TEST(third.err().find("the job is already done") != std::string::npos, third.err());
+  BOOST_TEST(traintest::losses(before).size() == 20u);
 }
 
 // SIGTERM at any moment of training (evaluation, a step, two OpenMP threads busy) stops the run

@@ -78,7 +78,7 @@ struct TrainOptions {
   bool distributed() const { return world() > 1; }
   // A lost rank does not stop the job, and a restarted one rejoins (not with --sync-overlap,
   // whose average in flight cannot be taken back).
-  bool elastic() const { return distributed() && !sync_overlap; }
+  bool elastic() const { return distributed(); }
   model::ModelConfig model_config(int64_t vocab_size) const;
   // --total-batch auto and --steps auto resolved as base_train resolves them, for the model
   // the data makes (horizon.cpp); after this, total_batch and steps are numbers. Returns the

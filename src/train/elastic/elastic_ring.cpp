@@ -45,7 +45,7 @@ ElasticRing::ElasticRing(const TrainOptions& options, std::string data_config, R
   index_ = o_.rank;
 }
 
-ElasticRing::~ElasticRing() { comm_.reset(); }
+ElasticRing::~ElasticRing() { close(); }
 
 net::ServiceHandler ElasticRing::service_handler() {
   return [this](const std::string& req) -> std::string {
@@ -73,16 +73,20 @@ net::ServiceHandler ElasticRing::service_handler() {
     // ring wait for us. Once handed a ring, a ring that is not up yet is only "forming".
     if (!ring_up_ && req.rfind("elastic ", 0) == 0)
       return std::string(handed_a_ring_ ? "elastic forming" : "elastic starting");
-    if (auto a = net::answer_while_running(req, epoch_, o_.world(), is_member, wants_to_join)) return *a;
+    net::RunningRing ring;
+    ring.epoch = epoch_, ring.lineage = lineage_, ring.step = step_, ring.world = o_.world();
+    ring.is_member = is_member, ring.wants_to_join = wants_to_join;
+    ring.this_ring_yields = [this](uint64_t other, int64_t their_step) { return this_ring_yields(other, their_step); };
+    if (auto a = net::answer_while_running(req, ring, o_.steps)) return *a;
     return "error: unknown request '" + req + "'; use status or stop";
   };
 }
 
-net::CommOptions ElasticRing::ring_options(int64_t epoch, const std::vector<int>& members) {
+net::CommOptions ElasticRing::ring_options(int64_t epoch, uint64_t lineage, const std::vector<int>& members) {
   net::CommOptions co;
   for (int r : members) co.peers.push_back(o_.peers[size_t(r)]);
   co.rank = int(std::find(members.begin(), members.end(), o_.rank) - members.begin());
-  co.job_id = net::ring_job_id(o_.job_id, epoch);
+  co.job_id = net::ring_job_id(o_.job_id, epoch, lineage);
   std::string shared = o_.shared_config_text();
   // A rank restarted to rejoin runs the job's command, with or without --resume.
   if (epoch > 0) shared.replace(shared.find("\n--resume="), std::string("\n--resume=0").size(), "");
@@ -130,7 +134,10 @@ bool ElasticRing::job_is_running() {
 RingBatch ElasticRing::connect(bool join) {
   RingBatch batch;
   batch.rank_batch.assign(size_t(o_.world()), o_.device_batch);
-  if (!o_.distributed()) return batch;
+  if (!o_.distributed()) {
+    continue_lineage(net::new_lineage());
+    return batch;
+  }
   if (join) {
     std::optional<RingBatch> joined;
     if (!with_retries([&] {
@@ -141,10 +148,15 @@ RingBatch ElasticRing::connect(bool join) {
     return *joined;
   }
   logf("waiting for %d ranks (connect timeout %.0f s)", o_.world(), o_.connect_timeout_s);
-  comm_ = std::make_unique<net::Communicator>(ring_options(0, members_));
+  comm_ = std::make_unique<net::Communicator>(ring_options(0, 0, members_));
   handed_a_ring_ = true;
   ring_up_ = true;
   batch.rank_batch = comm_->all_gather_record<int64_t>(o_.device_batch);  // all 0 with auto (the trainer measures)
+  // The job's first lineage: one random id for all (a --resume continues the checkpoints' instead).
+  int64_t lineage[1] = {int64_t(net::new_lineage())};
+  comm_->all_reduce_values(lineage, net::ValueOp::Max);
+  // (The max is at least ours, so it is a valid id whatever another rank sent.)
+  continue_lineage(uint64_t(lineage[0]));
   for (size_t r = 0; r < batch.rank_batch.size(); ++r) {
     const int64_t b = batch.rank_batch[r];
     if (o_.device_batch_auto ? b != 0 : b < 1 || b > kMaxDeviceBatch)
@@ -161,10 +173,15 @@ std::optional<RingBatch> ElasticRing::open_ring(const net::Membership& ring, int
   }
   index_ = ring.index_of(o_.rank);
   epoch_ = ring.epoch;
+  lineage_ = ring.lineage;
+  {
+    std::lock_guard lk(merge_mu_);
+    merge_verdicts_.clear();
+  }
   handed_a_ring_ = true;
   try {
     ring_up_ = false;
-    comm_ = std::make_unique<net::Communicator>(ring_options(ring.epoch, ring.members));
+    comm_ = std::make_unique<net::Communicator>(ring_options(ring.epoch, ring.lineage, ring.members));
     ring_up_ = true;
     const bool stateful = std::binary_search(ring.stateful.begin(), ring.stateful.end(), o_.rank);
     const auto records = comm_->all_gather_record(RingRecord{o_.device_batch, stateful ? tokens_per_step : 0});
@@ -200,7 +217,48 @@ std::optional<RingBatch> ElasticRing::open_ring(const net::Membership& ring, int
 }
 
 void ElasticRing::hold_state_of(const net::Membership& ring) {
-  state_epoch_ = ring.epoch, state_members_ = ring.members;
+  state_epoch_ = ring.epoch, state_members_ = ring.members, state_lineage_ = ring.lineage;
+  start_heal_probe();
+}
+
+void ElasticRing::start_heal_probe() {
+  stop_heal_probe();
+  if (!o_.elastic() || int(members_.size()) >= o_.world()) return;
+  heal_stop_ = false;
+  heal_probe_ = std::thread([this, members = members_, lineage = uint64_t(lineage_)] {
+    const net::RendezvousOptions ro = rendezvous_options(0);
+    std::unique_lock lk(heal_mu_);
+    while (!heal_cv_.wait_for(lk, std::chrono::seconds(3), [&] { return heal_stop_; })) {
+      lk.unlock();
+      const auto verdict = net::seek_other_lineage(ro, members, lineage, step_);
+      lk.lock();
+      if (verdict == net::MergeVerdict::Yield && !heal_stop_) {
+        logf("a ring of another lineage runs on the missing ranks' ports and has completed more steps: this ring yields to it");
+        yield_requested_ = true;
+      }
+    }
+  });
+}
+
+void ElasticRing::stop_heal_probe() {
+  if (!heal_probe_.joinable()) return;
+  {
+    std::lock_guard lk(heal_mu_);
+    heal_stop_ = true;
+  }
+  heal_cv_.notify_all();
+  heal_probe_.join();
+}
+
+bool ElasticRing::this_ring_yields(uint64_t other, int64_t their_step) {
+  std::lock_guard lk(merge_mu_);
+  auto [it, first] = merge_verdicts_.try_emplace(other, their_step > step_);
+  if (first)
+    logf("the ring of lineage %s (step %lld) asks which ring yields: %s (this ring is at step %lld)",
+         net::lineage_text(other).c_str(), (long long)their_step, it->second ? "this one" : "that one",
+         (long long)step_.load());
+  if (it->second) yield_requested_ = true;
+  return it->second;
 }
 
 // The trainer checkpoints what was rolled back to, then exits 1.
@@ -210,9 +268,11 @@ void ElasticRing::give_up(const std::string& why) {
 }
 
 void ElasticRing::after_step(RingChange& change) {
-  int64_t join[1] = {join_requested_.exchange(false) ? 1 : 0};
-  comm_->all_reduce_values(join, net::ValueOp::Max);
-  if (join[0] != 0) reform("", change);
+  step_ = change.step();
+  int64_t wants[2] = {join_requested_.exchange(false) ? 1 : 0, yield_requested_.exchange(false) ? 1 : 0};
+  comm_->all_reduce_values(wants, net::ValueOp::Max);
+  if (wants[1] != 0) reform("", change, /*yielding=*/true);
+  else if (wants[0] != 0) reform("", change);
 }
 
 void ElasticRing::recover(const std::string& lost, RingChange& change) {
@@ -267,9 +327,9 @@ void ElasticRing::count_reform(const std::string& lost, int64_t newest_step, Rin
           std::to_string(o_.max_reforms) + "); " + who + ". Last: " + lost);
 }
 
-void ElasticRing::reform(const std::string& lost, RingChange& change) {
+void ElasticRing::reform(const std::string& lost, RingChange& change, bool yielding) {
   const double t0 = now_s();
-  const std::vector<int> before = state_members_;  // the last ring that fully formed
+  const std::vector<int> held_before = state_members_;  // the last ring that fully formed
   // How long each member had been silent: the rendezvous does not wait a peer timeout again
   // for a rank the ring already waited that long for.
   std::vector<double> silent_for(size_t(o_.world()), 0.0);
@@ -279,27 +339,39 @@ void ElasticRing::reform(const std::string& lost, RingChange& change) {
   }
   // The step in flight is given up: leave the ring (our peers hear that we leave), and hold
   // on to what can be restored.
+  stop_heal_probe();
   change.leave_ring();
   comm_.reset();
+  if (yielding) {  // nothing of this lineage's steps since the partition goes on
+    change.drop_state();
+    state_epoch_ = -1, state_members_.clear(), state_lineage_ = 0;
+  }
   const int64_t newest = change.newest_step();
   if (!lost.empty() && int(members_.size()) - 1 < o_.min_ranks) {
     change.roll_back_to(newest);  // undoes an update cut short
     give_up(lost);
   }
-  count_reform(lost.empty() ? "a rank asked to join" : lost, newest, change);
-  if (!lost.empty()) logf("%s; the live ranks re-form the ring", lost.c_str());
+  count_reform(yielding ? "a ring of another lineage took this one in" : lost.empty() ? "a rank asked to join" : lost, newest,
+               change);
+  if (yielding) logf("this ring's ranks join the other lineage's ring and receive its state; the steps since the partition are dropped");
+  else if (!lost.empty()) logf("%s; the live ranks re-form the ring", lost.c_str());
   else logf("a rank asks to join; the ring re-forms at step %lld", (long long)change.step());
   net::MemberState me;
-  me.epoch = state_epoch_;
-  me.members = state_members_;
-  me.step = newest;
-  me.oldest_step = change.oldest_step();
+  if (!yielding) {
+    me.epoch = state_epoch_;
+    me.lineage = state_lineage_;
+    me.members = state_members_;
+    me.step = newest;
+    me.oldest_step = change.oldest_step();
+  }
   net::Membership ring;
   std::optional<RingBatch> batch;
   const bool formed = with_retries([&] {
     // However short --connect-timeout is, a re-forming ring waits long enough to tell a
     // silent rank from a gone one (one peer timeout) and to hand the decision out.
-    ring = net::rendezvous(rendezvous_options(std::max(o_.connect_timeout_s, 2 * o_.peer_timeout_s + 10), silent_for), me);
+    net::RendezvousOptions ro = rendezvous_options(std::max(o_.connect_timeout_s, 2 * o_.peer_timeout_s + 10), silent_for);
+    ro.require_state = yielding;
+    ring = net::rendezvous(ro, me);
     const bool stateful = std::binary_search(ring.stateful.begin(), ring.stateful.end(), o_.rank);
     if (!stateful) {
       logf("this rank's state is not the job's any more; the ring sends it");
@@ -308,7 +380,7 @@ void ElasticRing::reform(const std::string& lost, RingChange& change) {
       change.roll_back_to(ring.target_step);
     }
     me.step = me.oldest_step = change.step();  // from here on, what holds is exactly that step
-    if (!stateful) me.epoch = -1, me.members.clear();
+    if (!stateful) me.epoch = -1, me.members.clear(), me.lineage = 0;
     if (int(ring.members.size()) < o_.min_ranks)
       give_up("only " + std::to_string(ring.members.size()) + " ranks are left, fewer than --min-ranks " +
               std::to_string(o_.min_ranks));
@@ -318,6 +390,9 @@ void ElasticRing::reform(const std::string& lost, RingChange& change) {
     throw net::PeerLost("the ranks could not form a new ring after " + std::to_string(kAttempts) +
                         " attempts; restart every rank with --resume");
   const double formed_s = now_s() - t0;
+  // Lost and joined are counted from the ring whose state goes on (after a yield, the other
+  // lineage's; else the last ring that fully formed).
+  const std::vector<int> before = ring.state_members.empty() ? held_before : ring.state_members;
   for (int r : before)  // the ranks this re-form lost, and those it let in
     if (!std::binary_search(ring.members.begin(), ring.members.end(), r)) blame(r);
   for (int r : ring.members)
@@ -326,8 +401,10 @@ void ElasticRing::reform(const std::string& lost, RingChange& change) {
   went_on_from_ = change.step();
   hold_state_of(ring);
   change.start_ring(before);
-  logf("ring of epoch %lld: %zu ranks (rank %d is member %d), going on from step %lld; formed in %.1f s, state shared in %.1f s",
-       (long long)ring.epoch, members_.size(), o_.rank, index_, (long long)change.step(), formed_s, now_s() - t0 - formed_s);
+  step_ = change.step();
+  logf("ring of epoch %lld (lineage %s): %zu ranks (rank %d is member %d), going on from step %lld; formed in %.1f s, state shared in %.1f s",
+       (long long)ring.epoch, net::lineage_text(ring.lineage).c_str(), members_.size(), o_.rank, index_,
+       (long long)change.step(), formed_s, now_s() - t0 - formed_s);
 }
 
 void ElasticRing::show_membership() {

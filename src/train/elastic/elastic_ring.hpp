@@ -6,6 +6,7 @@
 // the ranks in step (after_step: a rank asks to join) and when a peer is lost (recover).
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ringtrain/net/communicator.hpp"
@@ -85,24 +87,40 @@ class ElasticRing {
   // The ring whose state this rank holds: set when the state is complete, not when a ring
   // merely forms.
   void hold_state_of(const net::Membership& ring);
+  // The lineage of the state this rank holds (rendezvous.hpp): written in every checkpoint.
+  uint64_t lineage() const { return state_lineage_; }
+  // --resume: the ranks agreed on checkpoints of this lineage; the job goes on with it.
+  void continue_lineage(uint64_t lineage) { state_lineage_ = lineage_ = lineage; }
   // Fewer than --min-ranks: the PeerLost that ends the run.
   bool giving_up() const { return giving_up_; }
   // For `ringtrain status`: every original rank as live or lost in the current ring.
   void show_membership();
   // Stops the communicator (and its thread, which answers service requests).
-  void close() { comm_.reset(); }
+  void close() {
+    stop_heal_probe();
+    comm_.reset();
+  }
 
  private:
   net::ServiceHandler service_handler();
-  // The options of the communicator of the ring of `epoch` over `members`.
-  net::CommOptions ring_options(int64_t epoch, const std::vector<int>& members);
+  // The options of the communicator of the ring of `epoch` in `lineage` over `members`.
+  net::CommOptions ring_options(int64_t epoch, uint64_t lineage, const std::vector<int>& members);
   // `silent_for_s`: seconds each original rank had been silent when the ring broke.
   net::RendezvousOptions rendezvous_options(double timeout_s, std::vector<double> silent_for_s = {});
   // Makes the ring's communicator and exchanges the members' batch; nullopt if it did not form.
   std::optional<RingBatch> open_ring(const net::Membership& ring, int64_t tokens_per_step);
   // Meets the live ranks, forms the next ring with them and brings every member to the same
-  // state. `lost` names what broke the old ring (empty: a rank joins).
-  void reform(const std::string& lost, RingChange& change);
+  // state. `lost` names what broke the old ring (empty: a rank joins). `yielding`: this ring
+  // yields to a ring of another lineage (after a partition): its ranks come without state.
+  void reform(const std::string& lost, RingChange& change, bool yielding = false);
+  // While the ring lacks some of the job's ranks, a thread looks for a ring of another
+  // lineage on their ports (net::seek_other_lineage) and sets yield_requested_ when this one
+  // must join it; after_step acts on it at the same step on every member.
+  void start_heal_probe();
+  void stop_heal_probe();
+  // A ring of another lineage asks which one yields (the service thread): the one with more
+  // completed steps goes on, ties to this one (it holds the lower rank). Decided once per lineage.
+  bool this_ring_yields(uint64_t other, int64_t their_step);
   [[noreturn]] void give_up(const std::string& why);
   // The watchdog (--max-reforms): called as a re-form starts; gives up when the ring has
   // re-formed that many times since a step was last completed.
@@ -126,6 +144,16 @@ class ElasticRing {
   std::vector<int> state_members_;
   bool giving_up_ = false;
   std::atomic<bool> join_requested_{false};  // a restarted rank asked to join
+  std::atomic<uint64_t> lineage_{0};         // the lineage of the ring this process is in
+  uint64_t state_lineage_ = 0;               // the lineage of the state it holds
+  std::atomic<int64_t> step_{0};             // steps completed, as the ring last agreed
+  std::atomic<bool> yield_requested_{false}; // this ring yields to a ring of another lineage
+  std::mutex merge_mu_;                      // guards merge_verdicts_ (service threads)
+  std::map<uint64_t, bool> merge_verdicts_;  // per other lineage: whether this ring yields to it
+  std::thread heal_probe_;
+  std::mutex heal_mu_;
+  std::condition_variable heal_cv_;
+  bool heal_stop_ = false;
   std::mutex join_mu_;                       // guards join_admitted_at_ (service threads)
   std::map<int, double> join_admitted_at_;   // when each rank's last join was let in (now_s)
   std::atomic<bool> ring_up_{false};         // a ring runs (its handshake is done)

@@ -15,6 +15,7 @@ class OverlappedAverageSync final : public AverageSync {
  public:
   explicit OverlappedAverageSync(const SyncContext& ctx) : AverageSync(ctx), delay_(ctx.options->overlap_steps) {
     traits_.extra_bytes += param_bytes_;  // the snapshot of the parameters being averaged
+    if (net::block_coded(ctx.options->wire)) traits_.extra_bytes += param_bytes_;  // the error feedback in flight
   }
 
   StepSync after_update(const StepPlan& plan) override {
@@ -45,6 +46,7 @@ class OverlappedAverageSync final : public AverageSync {
     }
   }
   void apply_arrived() override { average_.apply_arrived(); }
+  void drop_in_flight() override { average_.drop_in_flight(); }
   void begin() override { average_.begin(/*overlapped=*/true); }
 
  private:

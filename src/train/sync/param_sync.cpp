@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/train/log.hpp"
 #include "sync/replica_check.hpp"
 
 namespace rt::train {
@@ -68,8 +69,8 @@ void ParamSync::fill_send_buffer(const float* p, float* snapshot) {
 
 // The same bits on every rank: the weighted average, or with int8 its change from the
 // common point (apply adds the point back). Network only: it may run on the worker thread.
-void ParamSync::all_reduce_buffer() {
-  comm_.all_reduce(buf_.data(), buf_.size(), net::ReduceOp::Sum, wire_, compressed() ? error_.data() : nullptr);
+void ParamSync::all_reduce_buffer(float* residual) {
+  comm_.all_reduce(buf_.data(), buf_.size(), net::ReduceOp::Sum, wire_, compressed() ? residual : nullptr);
 }
 
 void ParamSync::begin(bool overlapped) {
@@ -78,6 +79,7 @@ void ParamSync::begin(bool overlapped) {
   if (buf_.size() != size_t(wire_size_)) buf_.assign(size_t(wire_size_), 0.0f);  // the gaps stay 0
   if (overlapped && snapshot_.size() != size_t(params_.size())) snapshot_.assign(size_t(params_.size()), 0.0f);
   if (compressed() && error_.empty()) error_.assign(size_t(wire_size_), 0.0f);
+  if (compressed() && overlapped) error_in_flight_.assign(size_t(wire_size_), 0.0f);
   if ((!outer() && !compressed()) || !anchor_.empty()) return;  // none needed, or a checkpoint brought it
   anchor_.assign(params_.data(), params_.data() + params_.size());
   if (outer()) {
@@ -93,7 +95,7 @@ void ParamSync::begin(bool overlapped) {
 
 void ParamSync::sync() {
   fill_send_buffer(params_.data(), nullptr);
-  all_reduce_buffer();
+  all_reduce_buffer(error_.data());
   apply(false);
 }
 
@@ -106,9 +108,11 @@ void ParamSync::start() {
 
 void ParamSync::start_worker() {
   worker_error_ = nullptr;
+  if (compressed()) error_in_flight_.resize(size_t(wire_size_));  // begin(true) did, unless skipped
+  unapplied_ = true;
   worker_ = std::thread([this] {
     try {
-      all_reduce_buffer();
+      all_reduce_buffer(error_in_flight_.data());
     } catch (...) {
       worker_error_ = std::current_exception();
     }
@@ -119,12 +123,23 @@ void ParamSync::finish_network() {
   if (!worker_.joinable()) return;
   worker_.join();
   if (worker_error_) std::rethrow_exception(std::exchange(worker_error_, nullptr));
+  if (compressed()) error_.swap(error_in_flight_);
   arrived_ = true;
+}
+
+void ParamSync::drop_in_flight() {
+  if (unapplied_) logf("the parameter average in flight is dropped (on every survivor alike)");
+  if (worker_.joinable()) {
+    comm_.abort("the ring is re-forming; the parameter average in flight is dropped");
+    worker_.join();
+  }
+  worker_error_ = nullptr;
+  arrived_ = unapplied_ = false;
 }
 
 void ParamSync::apply_arrived() {
   if (!arrived_) return;
-  arrived_ = false;
+  arrived_ = unapplied_ = false;
   apply(true);
 }
 
@@ -136,7 +151,7 @@ void ParamSync::finish() {
 void ParamSync::finish_and_start() {
   finish_network();
   if (!arrived_) return start();  // nothing was in flight
-  arrived_ = false;
+  arrived_ = unapplied_ = false;
   apply(true, /*refill=*/true);
   start_worker();
 }

@@ -66,6 +66,9 @@ class ParamSync {
   // touching the network: before a checkpoint on an error path between the two calls.
   void apply_arrived();
   bool in_flight() const { return worker_.joinable() || arrived_; }
+  // The ring broke: the average in flight is never applied (the communicator is aborted,
+  // the worker collected); the state stays that of before start().
+  void drop_in_flight();
 
   // diloco's anchor and outer momentum, as tensors <component>.anchor and .momentum (avg
   // has none); with int8 also the common point (avg's .anchor) and the error feedback
@@ -79,7 +82,8 @@ class ParamSync {
   // buf_ = what this rank sends for parameters p (copied to snapshot unless null); then
   // the all-reduce of buf_ (network only, so that it can run on the worker thread).
   void fill_send_buffer(const float* p, float* snapshot);
-  void all_reduce_buffer();
+  // `residual`: where this rank's rounding error goes (int8/int4).
+  void all_reduce_buffer(float* residual);
   template <class F>
   void for_each_value(F&& f) const;
 
@@ -104,10 +108,15 @@ class ParamSync {
   std::vector<float> buf_;  // wire layout
   std::vector<float> anchor_, momentum_;
   std::vector<float> error_;     // int8: this rank's rounding error of the last sync (wire layout)
+  // int8 overlapped: the error of the average in flight, taken as error_ once it arrives, so
+  // that error_ stays the state of before start() (a snapshot reads it meanwhile; an average
+  // dropped when the ring breaks leaves it as it was).
+  std::vector<float> error_in_flight_;
   std::vector<float> snapshot_;  // the parameters start() averaged (overlap only)
   std::thread worker_;
   std::exception_ptr worker_error_;
   bool arrived_ = false;  // the network is done, the average not yet applied
+  bool unapplied_ = false;  // an average was started and not yet applied (nor dropped)
 };
 
 }  // namespace rt::train

@@ -100,6 +100,9 @@ class Sync {
   // step_end to share a pass with the next one): called before every checkpoint, so that
   // one written on an error path between after_update and step_end holds the step's result.
   virtual void apply_arrived() {}
+  // The ring broke (elastic training): what is in flight (an overlapped average) is dropped,
+  // never applied, alike on every survivor; the ring goes back to the step it started at.
+  virtual void drop_in_flight() {}
   // The mode's own state in a checkpoint (e.g. diloco's anchor); none by default.
   virtual void save_state(io::StateWriter&) const {}
   virtual void load_state(const io::StateReader&) {}

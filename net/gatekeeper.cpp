@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -18,10 +19,18 @@ struct Gatekeeper::Watch {
   zmq::socket_t pair;  // receives the monitor's events
   int rank = -1;       // -1: the listening socket
   bool up = false;     // a link's handshake is done and it has not closed since
-  // Listening socket: source address of each open connection (by file descriptor), and the
-  // handshake failures not yet matched with the disconnect that follows each of them.
-  std::unordered_map<uint32_t, std::string> address_of_fd;
+  // Listening socket: source address and accept time of each open connection (by file
+  // descriptor), and the handshake failures not yet matched with the disconnect that
+  // follows each of them.
+  struct Accepted {
+    std::string address;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::unordered_map<uint32_t, Accepted> accepted;
   std::deque<std::string> failures;
+  int port = 0;                                // the listening port
+  std::chrono::milliseconds handshake{4000};  // its handshake deadline
+  long shed = 0;                               // connections shut down for the bound
 };
 
 namespace {
@@ -31,6 +40,17 @@ constexpr int kListenerEvents = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZM
 constexpr int kLinkEvents = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+
+// True when fd is a TCP connection accepted on `port` (a check against a descriptor that
+// ZeroMQ closed and reused since the event was sent: only such a one is shut down).
+bool accepted_on_port(int fd, int port) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (port <= 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port) == port;
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port) == port;
+  return false;
+}
 constexpr char kUnknownAddress[] = "an address that was gone before it could be read";
 
 // "10.0.0.3:51234" or "[fe80::1]:51234" for a connected socket, "" if it is closed already.
@@ -130,7 +150,11 @@ zmq::socket_t& Gatekeeper::monitor(zmq::socket_t& watched, int events) {
   return watches_.back()->pair;
 }
 
-void Gatekeeper::watch_listener(zmq::socket_t& router) { monitor(router, kListenerEvents); }
+void Gatekeeper::watch_listener(zmq::socket_t& router, int port, int handshake_ms) {
+  monitor(router, kListenerEvents);
+  watches_.back()->port = port;
+  watches_.back()->handshake = std::chrono::milliseconds(handshake_ms);
+}
 
 void Gatekeeper::watch_link(zmq::socket_t& dealer, int rank) {
   monitor(dealer, kLinkEvents);
@@ -195,13 +219,28 @@ void Gatekeeper::answer_zap() {
 // pairs a failure with the address recorded when the connection was accepted.
 void Gatekeeper::on_listener_event(Watch& w, uint16_t event, uint32_t value) {
   if (event == ZMQ_EVENT_ACCEPTED) {
-    if (w.address_of_fd.size() > 4096) w.address_of_fd.clear();  // bounded, whatever happens
+    if (w.accepted.size() > 4096) w.accepted.clear();  // bounded, whatever happens
     std::string a = peer_address(static_cast<int>(value));
-    w.address_of_fd[value] = a.empty() ? kUnknownAddress : a;
+    const auto now = std::chrono::steady_clock::now();
+    // Connections accepted within the handshake deadline that are still open: authenticating
+    // (older ones have authenticated, or ZeroMQ closed them at the deadline).
+    size_t waiting = 0;
+    for (const auto& [fd, c] : w.accepted) waiting += now - c.at < w.handshake;
+    w.accepted[value] = {a.empty() ? kUnknownAddress : a, now};
+    if (waiting >= kMaxWaitingHandshakes && accepted_on_port(static_cast<int>(value), w.port)) {
+      // shutdown(), not close(): ZeroMQ's I/O thread sees the end of the stream and closes the
+      // descriptor itself (closing it here could close one it has reused meanwhile).
+      ::shutdown(static_cast<int>(value), SHUT_RDWR);
+      if (++w.shed % 1000 == 1)
+        refusals_.refused(a.empty() ? kUnknownAddress : a,
+                          "more than " + std::to_string(kMaxWaitingHandshakes) +
+                              " connections were waiting to authenticate at once (a flood?); " + std::to_string(w.shed) +
+                              " shut down so far");
+    }
   } else if (event == ZMQ_EVENT_DISCONNECTED) {
-    auto it = w.address_of_fd.find(value);
-    const std::string address = it == w.address_of_fd.end() ? kUnknownAddress : it->second;
-    if (it != w.address_of_fd.end()) w.address_of_fd.erase(it);
+    auto it = w.accepted.find(value);
+    const std::string address = it == w.accepted.end() ? kUnknownAddress : it->second.address;
+    if (it != w.accepted.end()) w.accepted.erase(it);
     if (w.failures.empty()) return;
     const std::string why = w.failures.front();
     w.failures.pop_front();

@@ -8,7 +8,10 @@
 //     ZAP handler, a CURVE server would accept any client that knows its public key.
 //   - It watches the listening socket through a ZeroMQ monitor: a connection that fails the
 //     security handshake (no key, another key, garbage, a timeout) is logged with its source
-//     address (read when the connection was accepted), bounded by RefusalLog.
+//     address (read when the connection was accepted), bounded by RefusalLog. At most
+//     kMaxWaitingHandshakes connections wait to authenticate at once: one accepted beyond that
+//     is shut down at once (a stranger's flood costs a bounded number of descriptors and
+//     buffers, however many connections it holds or opens).
 //   - It watches each connection to another rank: the handshake succeeding or failing (a
 //     process at that address without the job's key), a message failing its integrity check
 //     after the handshake (CURVE then drops the connection), and the connection closing.
@@ -28,6 +31,10 @@
 #include "ringtrain/net/job_key.hpp"
 
 namespace rt::net {
+
+// Connections accepted within one handshake deadline that may still be authenticating: far
+// above a job's ranks and clients (a few dozen), far below the open-file limit.
+constexpr size_t kMaxWaitingHandshakes = 256;
 
 struct LinkEvent {
   enum class Kind {
@@ -51,7 +58,8 @@ class Gatekeeper {
   Gatekeeper& operator=(const Gatekeeper&) = delete;
 
   // Call before the socket binds / connects, and before start().
-  void watch_listener(zmq::socket_t& router);
+  // `port`: the one it listens on; `handshake_ms`: its handshake deadline (see on_listener_event).
+  void watch_listener(zmq::socket_t& router, int port, int handshake_ms);
   void watch_link(zmq::socket_t& dealer, int rank);
   // Starts the thread. `on_link` runs on it: keep it short and thread-safe.
   void start(std::function<void(const LinkEvent&)> on_link);

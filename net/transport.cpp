@@ -201,7 +201,7 @@ void Transport::create_sockets() {
     router_.set(zmq::sockopt::curve_server, true);
     router_.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(opt_.key->secret_key.data(), 32));
   }
-  gate_->watch_listener(router_);
+  gate_->watch_listener(router_, opt_.peers[size_t(opt_.rank)].port, kListenerHandshakeMs);
 
   std::random_device rd;
   const std::string identity =

@@ -245,6 +245,20 @@ BOOST_AUTO_TEST_CASE(strangers_flooding_the_port_cost_no_checkpoint) {
   auto flood = nettest::spawn({python ? python : "/usr/bin/python3", root + "/tools/bench/conn_flood.py",
                                "127.0.0.1:" + std::to_string(port), "--hold", "5000", "--rate", "200", "--seconds", "15"},
                               "flood");
+  // Meanwhile: the rank's open descriptors, sampled. At most kMaxWaitingHandshakes strangers
+  // wait to authenticate at once; the rest are shut down as they are accepted.
+  size_t most_fds = 0;
+  const std::string fd_dir = "/proc/" + std::to_string(ranks[0].pid) + "/fd";
+  nettest::wait_until([&] {
+    std::error_code ec;
+    size_t n = 0;
+    for (auto it = fs::directory_iterator(fd_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) ++n;
+    most_fds = std::max(most_fds, n);
+    return nettest::wait_exit(flood, 0);  // reaped once done
+  }, 40);
+  BOOST_TEST_MESSAGE("rank 0 held at most " << most_fds << " descriptors during the flood");
+  // 256 waiting (net/gatekeeper.hpp, kMaxWaitingHandshakes) and the rank's own (about 100).
+  BOOST_TEST(most_fds < 256 + 300, "rank 0 held " << most_fds << " descriptors during the flood");
   nettest::wait_all(ranks, 300);
   nettest::wait_one(flood, 30);
   const std::string log0 = ranks[0].err() + ranks[0].out();

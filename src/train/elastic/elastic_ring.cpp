@@ -340,6 +340,7 @@ void ElasticRing::reform(const std::string& lost, RingChange& change, bool yield
   // The step in flight is given up: leave the ring (our peers hear that we leave), and hold
   // on to what can be restored.
   stop_heal_probe();
+  yield_requested_ = false;  // a verdict about the old ring (this re-form may be that yield)
   change.leave_ring();
   comm_.reset();
   if (yielding) {  // nothing of this lineage's steps since the partition goes on

@@ -390,9 +390,10 @@ bool job_is_running(const RendezvousOptions& o) {
 }
 
 MergeVerdict seek_other_lineage(const RendezvousOptions& o, const std::vector<int>& members, uint64_t lineage,
-                                int64_t step) {
+                                int64_t step, const std::function<bool()>& stop) {
   for (int p = 0; p < int(o.peers.size()); ++p) {
     if (p == o.rank || std::binary_search(members.begin(), members.end(), p)) continue;
+    if (stop()) return MergeVerdict::None;
     const auto reply = ask(o, p, "elastic status");
     if (!reply) continue;  // gone, or still cut off
     const PeerView v = parse_status(*reply);

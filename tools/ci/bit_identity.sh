@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Shows that a change leaves training bit for bit the same: a fixed d2 run of 20 steps on two
-# local ranks with --sync grad, avg (bf16 wire) and diloco (int8 wire), once with this tree's
-# build/ringtrain and once with a build of REV, and every rank's final model.safetensors and
-# the tensors of its state.safetensors compared byte for byte. A refactor must print "identical"
+# local ranks with --sync grad, avg (bf16 wire), diloco (int8 wire) and diloco overlapped (int8,
+# --overlap-steps 2), once with this tree's build/ringtrain and once with a build of REV, and
+# every rank's final model.safetensors and the tensors of its state.safetensors compared byte
+# for byte. A refactor must print "identical"
 # for every run; exit 1 names the first run that differs.
 #
 #   bash tools/ci/bit_identity.sh --base REV        e.g. --base origin/main, or a commit before the change
@@ -55,7 +56,8 @@ tensors_of() {  # a state.safetensors without its JSON header's scalars: the byt
   python3 -c 'import struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; sys.stdout.buffer.write(b[8+n:])' "$1" | sha256sum
 }
 status=0
-for case in "grad:--sync grad" "avg-bf16:--sync avg --sync-every 4 --wire bf16" "diloco-int8:--sync diloco --sync-every 4 --wire int8"; do
+for case in "grad:--sync grad" "avg-bf16:--sync avg --sync-every 4 --wire bf16" "diloco-int8:--sync diloco --sync-every 4 --wire int8" \
+  "diloco-int8-overlap:--sync diloco --sync-every 4 --wire int8 --sync-overlap --overlap-steps 2"; do
   name=${case%%:*}
   read -r -a sync <<<"${case#*:}"
   run "$base_bin" "$work/base-$name" "${sync[@]}" || { echo "bit_identity: $name: the base build's run failed (logs in $work)"; exit 1; }

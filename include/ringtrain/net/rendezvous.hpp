@@ -124,8 +124,9 @@ std::optional<std::string> answer_while_running(const std::string& request, cons
 // (or will be asked by us again); None: nothing to do (no other ring, or it is the other
 // ring's to ask).
 enum class MergeVerdict { None, Yield, Stay };
+// Each request waits at most options.probe_timeout_s; `stop` is asked before each one.
 MergeVerdict seek_other_lineage(const RendezvousOptions& options, const std::vector<int>& members, uint64_t lineage,
-                                int64_t step);
+                                int64_t step, const std::function<bool()>& stop);
 
 // Asks every other rank whether the job runs (a restarted process uses it to rejoin
 // instead of starting a new job). True when some rank answers that it runs a ring or is in

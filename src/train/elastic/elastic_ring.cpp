@@ -226,11 +226,18 @@ void ElasticRing::start_heal_probe() {
   if (!o_.elastic() || int(members_.size()) >= o_.world()) return;
   heal_stop_ = false;
   heal_probe_ = std::thread([this, members = members_, lineage = uint64_t(lineage_)] {
-    const net::RendezvousOptions ro = rendezvous_options(0);
+    net::RendezvousOptions ro = rendezvous_options(0);
+    // A silent (cut off) rank answers nothing: each try gives up within a second, so that a
+    // re-form, which stops this thread first, never waits long for it.
+    ro.probe_timeout_s = 1;
+    auto stopping = [this] {
+      std::lock_guard g(heal_mu_);
+      return heal_stop_;
+    };
     std::unique_lock lk(heal_mu_);
     while (!heal_cv_.wait_for(lk, std::chrono::seconds(3), [&] { return heal_stop_; })) {
       lk.unlock();
-      const auto verdict = net::seek_other_lineage(ro, members, lineage, step_);
+      const auto verdict = net::seek_other_lineage(ro, members, lineage, step_, stopping);
       lk.lock();
       if (verdict == net::MergeVerdict::Yield && !heal_stop_) {
         logf("a ring of another lineage runs on the missing ranks' ports and has completed more steps: this ring yields to it");

@@ -540,8 +540,15 @@ BOOST_AUTO_TEST_CASE(resume_refuses_checkpoints_of_two_lineages) {
   nettest::wait_all(again, kWait);
   for (auto& p : again) {
     BOOST_TEST(p.exit_code == 2, p.err());
-    BOOST_TEST(nettest::contains(p.err(), "are of two lineages"), p.err());
+    BOOST_TEST(nettest::contains(p.err(), "are of two lineages (this rank's: "), p.err());
+    BOOST_TEST(nettest::contains(p.err(), "): the ranks trained apart, each side on its own, during a network partition. Keep "
+                                          "one side's work: "),
+               p.err());
   }
+  // The troubleshooting row, as the user sees it.
+  BOOST_TEST(traintest::readme::has("`--resume: the ranks' checkpoints of step 40 are of two lineages (this rank's: "
+                                    "5f788861b1e0799b): the ranks trained apart, each side on its own, during a network "
+                                    "partition. Keep one side's work: ...`"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -54,7 +54,11 @@ BOOST_AUTO_TEST_CASE(twenty_steps_equal_ten_plus_resume_plus_ten) {
   const auto before = run_dir("split") + "/metrics.jsonl";
   Proc third = train(args("split", {"--resume"}), "third");
   BOOST_TEST(third.exit_code == 0, third.err());
-  BOOST_TEST(third.err().find("the job is already done") != std::string::npos, third.err());
+  BOOST_TEST(third.err().find("the job is already done: " + run_dir("split") + "/rank0 holds the checkpoint of step 20 of "
+                              "--steps 20; nothing to train") != std::string::npos,
+             third.err());
+  BOOST_TEST(traintest::readme::has("`the job is already done: runs/d8/rank0 holds the checkpoint of step 5000 of --steps "
+                                    "5000; nothing to train` (exit 0)"));
   BOOST_TEST(traintest::losses(before).size() == 20u);
 }
 

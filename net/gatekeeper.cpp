@@ -3,8 +3,10 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -31,6 +33,7 @@ struct Gatekeeper::Watch {
   int port = 0;                                // the listening port
   std::chrono::milliseconds handshake{4000};  // its handshake deadline
   long shed = 0;                               // connections shut down for the bound
+  size_t max_waiting = 8192;                   // the bound (max_waiting_handshakes())
 };
 
 namespace {
@@ -150,10 +153,17 @@ zmq::socket_t& Gatekeeper::monitor(zmq::socket_t& watched, int events) {
   return watches_.back()->pair;
 }
 
+size_t max_waiting_handshakes() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 8192;
+  return std::clamp<size_t>(size_t(r.rlim_cur / 2), 64, 8192);
+}
+
 void Gatekeeper::watch_listener(zmq::socket_t& router, int port, int handshake_ms) {
   monitor(router, kListenerEvents);
   watches_.back()->port = port;
   watches_.back()->handshake = std::chrono::milliseconds(handshake_ms);
+  watches_.back()->max_waiting = max_waiting_handshakes();
 }
 
 void Gatekeeper::watch_link(zmq::socket_t& dealer, int rank) {
@@ -227,13 +237,13 @@ void Gatekeeper::on_listener_event(Watch& w, uint16_t event, uint32_t value) {
     size_t waiting = 0;
     for (const auto& [fd, c] : w.accepted) waiting += now - c.at < w.handshake;
     w.accepted[value] = {a.empty() ? kUnknownAddress : a, now};
-    if (waiting >= kMaxWaitingHandshakes && accepted_on_port(static_cast<int>(value), w.port)) {
+    if (waiting >= w.max_waiting && accepted_on_port(static_cast<int>(value), w.port)) {
       // shutdown(), not close(): ZeroMQ's I/O thread sees the end of the stream and closes the
       // descriptor itself (closing it here could close one it has reused meanwhile).
       ::shutdown(static_cast<int>(value), SHUT_RDWR);
       if (++w.shed % 1000 == 1)
         refusals_.refused(a.empty() ? kUnknownAddress : a,
-                          "more than " + std::to_string(kMaxWaitingHandshakes) +
+                          "more than " + std::to_string(w.max_waiting) +
                               " connections were waiting to authenticate at once (a flood?); " + std::to_string(w.shed) +
                               " shut down so far");
     }

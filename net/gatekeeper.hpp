@@ -9,9 +9,9 @@
 //   - It watches the listening socket through a ZeroMQ monitor: a connection that fails the
 //     security handshake (no key, another key, garbage, a timeout) is logged with its source
 //     address (read when the connection was accepted), bounded by RefusalLog. At most
-//     kMaxWaitingHandshakes connections wait to authenticate at once: one accepted beyond that
-//     is shut down at once (a stranger's flood costs a bounded number of descriptors and
-//     buffers, however many connections it holds or opens).
+//     max_waiting_handshakes() connections wait to authenticate at once: one accepted beyond
+//     that is shut down at once, so a stranger's flood never takes the descriptors that the
+//     rank's checkpoints need, however many connections it holds.
 //   - It watches each connection to another rank: the handshake succeeding or failing (a
 //     process at that address without the job's key), a message failing its integrity check
 //     after the handshake (CURVE then drops the connection), and the connection closing.
@@ -32,9 +32,14 @@
 
 namespace rt::net {
 
-// Connections accepted within one handshake deadline that may still be authenticating: far
-// above a job's ranks and clients (a few dozen), far below the open-file limit.
-constexpr size_t kMaxWaitingHandshakes = 256;
+// How many connections accepted within one handshake deadline may still be authenticating:
+// half the open-file limit, at most 8192 and at least 64 (a job's ranks and clients are a
+// few dozen). Shedding makes a flooder that reconnects at once open connections as fast as
+// it can (on a 2-core machine shared with it, a bound of 256 under 5,000 held connections
+// cost the job 45% of its speed, mostly the flooder's own CPU): the bound is for the limit,
+// not for ordinary floods, which the handshake deadline and the firewall's per-source
+// limits handle.
+size_t max_waiting_handshakes();
 
 struct LinkEvent {
   enum class Kind {

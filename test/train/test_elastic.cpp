@@ -143,6 +143,21 @@ double eval_bpb(const std::string& checkpoint) {
   return json::parse(out).at("val_bpb").get<double>();
 }
 
+// Rank r of a job of `world` ranks on namespace hosts (10.99.0.1, 10.99.0.2, ..., port
+// 29500 each), with the job key, --device-batch 2, --peer-timeout 5 and --connect-timeout 60,
+// its --out run_dir(out), then `flags`.
+Proc start_host_rank(const nettest::NetnsHosts& hosts, int world, int r, const std::string& out,
+                     std::vector<std::string> flags, const std::string& tag) {
+  std::string peers;
+  for (int q = 0; q < world; ++q) peers += (q ? ",10.99.0." : "10.99.0.") + std::to_string(q + 1) + ":29500";
+  const std::vector<std::string> own = {"--rank", std::to_string(r), "--peers", peers, "--device-batch", "2",
+                                        "--peer-timeout", "5", "--connect-timeout", "60", "--key", nettest::key_file()};
+  flags.insert(flags.end(), own.begin(), own.end());
+  std::string cmd = "exec ip netns exec " + hosts.ns(r);
+  for (const auto& a : base_args(out, flags)) cmd += " '" + a + "'";
+  return nettest::spawn({"/bin/sh", "-c", cmd}, tag);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(elastic)
@@ -366,15 +381,11 @@ BOOST_AUTO_TEST_CASE(overlapped_average_in_flight_is_dropped_alike_when_a_rank_i
   if (!testskip::require(geteuid() == 0, "network namespaces need root (CI runs as root)")) return;
   nettest::NetnsHosts hosts(3, "ov", "--rate 10mbit --firewall 29500-29510");
   const std::string run = run_dir("el-ovl"), metrics = run + "/metrics.jsonl";
-  const std::string peers = "10.99.0.1:29500,10.99.0.2:29500,10.99.0.3:29500";
   auto start = [&](int r, const std::string& tag) {
-    std::string cmd = "exec ip netns exec " + hosts.ns(r);
-    for (const auto& a : base_args("el-ovl", {"--steps", "100000", "--eval-every", "0", "--sync", "diloco", "--sync-every", "4",
-                                              "--sync-overlap", "--overlap-steps", "2", "--wire", "int8", "--rank",
-                                              std::to_string(r), "--peers", peers, "--device-batch", "2", "--peer-timeout",
-                                              "5", "--connect-timeout", "60", "--key", nettest::key_file()}))
-      cmd += " '" + a + "'";
-    return nettest::spawn({"/bin/sh", "-c", cmd}, tag);
+    return start_host_rank(hosts, 3, r, "el-ovl",
+                           {"--steps", "100000", "--eval-every", "0", "--sync", "diloco", "--sync-every", "4",
+                            "--sync-overlap", "--overlap-steps", "2", "--wire", "int8"},
+                           tag);
   };
   std::vector<Proc> ranks;
   for (int r = 0; r < 3; ++r) ranks.push_back(start(r, "el-ovl-r" + std::to_string(r)));
@@ -398,14 +409,8 @@ BOOST_AUTO_TEST_CASE(firewalled_hosts_lose_and_regain_a_rank) {
   if (!testskip::require(geteuid() == 0, "network namespaces need root (CI runs as root)")) return;
   nettest::NetnsHosts hosts(3, "el", "--firewall 29500-29510");
   const std::string run = run_dir("el-netns"), metrics = run + "/metrics.jsonl";
-  const std::string peers = "10.99.0.1:29500,10.99.0.2:29500,10.99.0.3:29500";
   auto start = [&](int r, const std::string& tag) {
-    std::string cmd = "exec ip netns exec " + hosts.ns(r);
-    for (const auto& a : base_args("el-netns", {"--steps", "100000", "--eval-every", "0", "--rank", std::to_string(r),
-                                                "--peers", peers, "--device-batch", "2", "--peer-timeout", "5",
-                                                "--connect-timeout", "60", "--key", nettest::key_file()}))
-      cmd += " '" + a + "'";
-    return nettest::spawn({"/bin/sh", "-c", cmd}, tag);
+    return start_host_rank(hosts, 3, r, "el-netns", {"--steps", "100000", "--eval-every", "0"}, tag);
   };
   std::vector<Proc> ranks;
   for (int r = 0; r < 3; ++r) ranks.push_back(start(r, "el-netns-r" + std::to_string(r)));
@@ -454,14 +459,8 @@ struct PartitionedPair {
   }
   std::string run(int r) const { return run_dir(name + "-r" + std::to_string(r)); }
   std::string metrics(int r) const { return run(r) + "/metrics.jsonl"; }
-  Proc start(int r, std::vector<std::string> flags, const std::string& tag) {
-    std::string cmd = "exec ip netns exec " + hosts.ns(r);
-    const std::vector<std::string> own = {"--rank", std::to_string(r), "--peers", "10.99.0.1:29500,10.99.0.2:29500",
-                                          "--device-batch", "2", "--peer-timeout", "5", "--connect-timeout", "60",
-                                          "--key", nettest::key_file()};
-    flags.insert(flags.end(), own.begin(), own.end());
-    for (const auto& a : base_args(name + "-r" + std::to_string(r), flags)) cmd += " '" + a + "'";
-    return nettest::spawn({"/bin/sh", "-c", cmd}, name + tag);
+  Proc start(int r, const std::vector<std::string>& flags, const std::string& tag) {
+    return start_host_rank(hosts, 2, r, name + "-r" + std::to_string(r), flags, name + tag);
   }
   // Host 1's traffic to and from the other host dropped (cut) or let through again.
   void cut(bool on) {

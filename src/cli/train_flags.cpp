@@ -108,6 +108,8 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
       ("peers", "every rank's HOST:PORT in rank order; rank R binds entry R's port and no other", cxxopts::value<std::string>()->default_value(""))
       ("sync", "grad (average gradients every step), avg (average parameters every --sync-every steps) or diloco", cxxopts::value<std::string>()->default_value("grad"))
       ("sync-every", "steps between parameter averages for avg and diloco", cxxopts::value<int64_t>()->default_value("1"))
+      ("sync-fragments", "avg and diloco: average the model in this many fragments (whole layers, embeddings their own), one every --sync-every/F steps, so that no step sends the whole model (streaming DiLoCo)",
+       cxxopts::value<int64_t>()->default_value("1"))
       ("sync-overlap", "avg and diloco: average in the background while the next step computes, then add that step's local progress (hides the network time)")
       ("overlap-steps", "with --sync-overlap: steps the background average may take before it is applied (1 to --sync-every; more hides a slower link)",
        cxxopts::value<int64_t>()->default_value("1"))
@@ -174,6 +176,7 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
     if (const auto list = r["peers"].as<std::string>(); !list.empty()) o.peers = net::parse_peers(list);
     o.sync_every = r["sync-every"].as<int64_t>();
     o.sync_overlap = r.count("sync-overlap") > 0;
+    o.sync_fragments = r["sync-fragments"].as<int64_t>();
     o.overlap_steps = r["overlap-steps"].as<int64_t>();
     o.outer_lr = r["outer-lr"].as<float>();
     o.outer_momentum = r["outer-momentum"].as<float>();
@@ -229,6 +232,13 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
               " applies to --sync avg and --sync diloco; with --sync grad use --wire f32 or bf16");
   require(o.overlap_steps >= 1 && o.overlap_steps <= o.sync_every && (o.sync_overlap || o.overlap_steps == 1),
           "--overlap-steps goes with --sync-overlap and must be 1 to --sync-every (the average is applied before the next one starts)");
+  require(o.sync_fragments >= 1 && (o.sync_fragments == 1 || o.sync != SyncMode::Grad),
+          "--sync-fragments applies to --sync avg and --sync diloco and must be at least 1");
+  require(o.sync_fragments <= o.sync_every,
+          "--sync-fragments must be at most --sync-every (each fragment averages once every --sync-every steps, at its own step)");
+  require(o.sync_fragments == 1 || o.overlap_steps <= o.sync_every / o.sync_fragments,
+          "--overlap-steps must be at most --sync-every / --sync-fragments (" + std::to_string(o.sync_every / std::max<int64_t>(1, o.sync_fragments)) +
+              "): a fragment's average is applied before the next fragment's starts");
   require(o.peers.size() != 1, "--peers lists every rank's HOST:PORT; with one rank, leave --peers out");
   require(o.rank >= 0 && o.rank < o.world(),
           "--rank " + std::to_string(o.rank) + " is outside --peers (" + std::to_string(o.world()) +

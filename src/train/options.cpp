@@ -42,7 +42,7 @@ std::string TrainOptions::shared_config_text() const {
     << "\n--eval-every=" << eval_every << "\n--eval-tokens=" << eval_tokens
     << "\n--save-every=" << save_every << "\n--stop-after=" << stop_after
     << "\n--sync=" << sync_mode_name(sync) << "\n--sync-every=" << sync_every << "\n--sync-overlap=" << sync_overlap
-    << "\n--overlap-steps=" << overlap_steps
+    << "\n--overlap-steps=" << overlap_steps << "\n--sync-fragments=" << sync_fragments
     << "\n--outer-lr=" << outer_lr << "\n--outer-momentum=" << outer_momentum
     << "\n--wire=" << net::wire_name(wire) << "\n--resume=" << resume
     // Settings that decide when the job stops or how it moves bytes: ranks that differ here

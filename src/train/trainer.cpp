@@ -13,6 +13,7 @@
 
 #include "auto_batch.hpp"
 #include "memory_check.hpp"
+#include "sync/fragments.hpp"
 #include "ringtrain/errors.hpp"
 #include "ringtrain/io/atomic_file.hpp"
 #include "ringtrain/kernels/matmul.hpp"
@@ -241,6 +242,7 @@ int Trainer::run() {
   clean_checkpoint_leftovers(o_.out_dir, o_.rank);
   if (job_already_done()) return 0;
   cfg_ = o_.model_config(data_.vocab);
+  check_fragment_count(cfg_, o_.sync_fragments);  // before the ring forms
   const std::string schedule = o_.resolve_horizon(cfg_);
   // Elastic: any rank may become the lowest live one, which writes the metrics.
   if (o_.metrics_path.empty() && (o_.rank == 0 || o_.elastic())) o_.metrics_path = (fs::path(o_.out_dir) / "metrics.jsonl").string();

@@ -523,6 +523,74 @@ BOOST_AUTO_TEST_CASE(int8_and_int4_wires_keep_replicas_identical_and_losses_clos
   }
 }
 
+// Payload bytes rank 0 sent in each step (the bytes_sent of its step records, in order).
+std::vector<double> bytes_per_step(const std::string& metrics) {
+  std::vector<double> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("bytes_sent")) out.push_back(j["bytes_sent"].get<double>());
+  }
+  return out;
+}
+
+// --sync-fragments: the model averaged one fragment at a time (in place with int8, and
+// overlapped with int4). Replicas end bit-identical (the last step averages every fragment),
+// the runs learn, and the bytes of an H-step period are spread over F steps instead of one:
+// no step before the last sends more than 60% of what a whole-model average sends (the
+// tiny model's 6 units split into 4 uneven fragments; d8's even split is in the unit test).
+BOOST_AUTO_TEST_CASE(streaming_averages_spread_the_bytes_and_end_with_identical_replicas) {
+  struct Run {
+    const char* name;
+    std::vector<std::string> flags;
+    int fragments;
+  };
+  const Run runs[] = {
+      {"stream-whole-int8", {"--sync", "diloco", "--sync-every", "4", "--wire", "int8"}, 1},
+      {"stream-4-int8", {"--sync", "diloco", "--sync-every", "4", "--wire", "int8", "--sync-fragments", "4"}, 4},
+      {"stream-2-int4-overlap",
+       {"--sync", "diloco", "--sync-every", "4", "--wire", "int4", "--sync-fragments", "2", "--sync-overlap", "--overlap-steps", "2"},
+       2}};
+  double whole_sync_bytes = 0;
+  for (const Run& run : runs) {
+    std::vector<std::string> flags = {"--steps", "13", "--eval-every", "4"};
+    flags.insert(flags.end(), run.flags.begin(), run.flags.end());
+    auto procs = start_ranks(run.name, {1, 3}, nettest::port_base(2), flags);
+    nettest::wait_all(procs, 300);
+    require_all_ok(procs);
+    const std::string dir = run_dir(run.name);
+    const auto losses = traintest::losses(dir + "/metrics.jsonl");
+    BOOST_REQUIRE_EQUAL(losses.size(), 13u);
+    for (double l : losses) BOOST_TEST(std::isfinite(l));
+    BOOST_TEST(losses.back() < losses.front(), run.name << " does not learn");
+    const auto m0 = rt::io::read_file(dir + "/rank0/step_000013/model.safetensors");
+    const auto m1 = rt::io::read_file(dir + "/rank1/step_000013/model.safetensors");
+    // (A whole-model average at step 12 is the last; the ranks end on their own progress.)
+    if (run.fragments > 1) BOOST_TEST((m0 == m1), run.name << ": replicas differ at the end");
+    const auto bytes = bytes_per_step(dir + "/metrics.jsonl");
+    BOOST_REQUIRE_EQUAL(bytes.size(), 13u);
+    // Steps 1..12 (the last step, 13, averages every fragment at once).
+    int sending = 0;
+    double largest = 0, period = 0;
+    for (size_t k = 0; k < 12; ++k) {
+      sending += bytes[k] > 0;
+      largest = std::max(largest, bytes[k]);
+      if (k >= 4 && k < 8) period += bytes[k];
+    }
+    if (run.fragments == 1) {
+      whole_sync_bytes = largest;
+      BOOST_TEST(sending == 3, run.name << ": " << sending << " steps sent");
+      continue;
+    }
+    // int8 sends one average's worth per period, in F pieces; int4 a little over half of
+    // int8's (the same scales per block, half the codes).
+    BOOST_TEST(sending == 3 * run.fragments, run.name << ": " << sending << " steps sent");
+    const double share = run.fragments == 4 ? 1.0 : 0.55;
+    BOOST_TEST(period <= 1.05 * share * whole_sync_bytes, run.name << ": a period sent " << period << " against " << whole_sync_bytes);
+    BOOST_TEST(largest <= 0.6 * share * whole_sync_bytes, run.name << ": a step sent " << largest << " of " << whole_sync_bytes);
+  }
+}
+
 // SIGINT asks for a stop at the end of the step; a second one aborts at once. Rank 1 is
 // stopped (SIGSTOP), so rank 0's step cannot end: only the abort ends it, long before the
 // peer timeout would.

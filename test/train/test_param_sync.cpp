@@ -15,6 +15,9 @@
 #include "ringtrain/io/state_file.hpp"
 #include "ringtrain/model/params.hpp"
 #include "ringtrain/net/communicator.hpp"
+#include "ringtrain/model/config.hpp"
+#include "ringtrain/model/layout.hpp"
+#include "sync/fragments.hpp"
 #include "sync/param_sync.hpp"
 
 using rt::train::ParamSync;
@@ -37,7 +40,8 @@ Finals on_two_ranks(int slot, float lr, float mu,
                     const std::function<void(int, ParamSync&, rt::model::ParamSet&)>& body,
                     rt::net::Wire wire = rt::net::Wire::F32,
                     const std::vector<std::pair<std::string, int64_t>>& tensors = {{"w", kN}},
-                    const std::function<void(int, rt::model::ParamSet&)>& before_begin = {}) {
+                    const std::function<void(int, rt::model::ParamSet&)>& before_begin = {},
+                    const std::vector<rt::train::Fragment>& fragments = {}) {
   const int port = nettest::port_base(slot);
   Finals finals;
   std::exception_ptr errors[2];
@@ -55,7 +59,7 @@ Finals on_two_ranks(int slot, float lr, float mu,
         ps.finalize();
         for (int64_t i = 0; i < ps.size(); ++i) ps.data()[i] = start_value(i);
         if (before_begin) before_begin(r, ps);
-        ParamSync sync(comm, wire, ps, kWeight[r], lr, mu);
+        ParamSync sync(comm, wire, ps, kWeight[r], lr, mu, fragments);
         sync.begin(/*overlapped=*/false);  // diloco's anchor: the common starting point
         body(r, sync, ps);
         finals[size_t(r)].assign(ps.data(), ps.data() + ps.size());
@@ -300,6 +304,126 @@ BOOST_AUTO_TEST_CASE(finish_and_start_gives_the_bits_of_finish_then_start) {
     for (int r = 0; r < 2; ++r) BOOST_TEST((fused[r] == separate[r]), m.name << ": rank " << r << " differs");
     BOOST_TEST((separate[0] != separate[1]), m.name << ": the ranks' local progress did not show");
   }
+}
+
+// --sync-fragments: three tensors in two fragments, [a] and [b, c], averaged in turn with
+// diloco's outer step. Each average moves its own fragment by the formula, written out here
+// per value, and leaves the other fragment's parameters and state alone (an average of the
+// whole model, or an anchor or momentum shared across fragments, breaks the equalities).
+BOOST_AUTO_TEST_CASE(a_fragment_average_moves_its_fragment_only) {
+  const std::vector<std::pair<std::string, int64_t>> layout = {{"a", 300}, {"b", 5}, {"c", 698}};
+  const std::vector<rt::train::Fragment> fragments = {{0, 1, 0, 300}, {1, 3, 300, 703}};
+  const float lr = 0.7f, mu = 0.9f;
+  const int order[] = {1, 0, 1, 1, 0};  // the fragment averaged after each round
+  const Finals result = on_two_ranks(0, lr, mu, [&](int r, ParamSync& sync, rt::model::ParamSet& ps) {
+    require(sync.fragments() == 2, "two fragments were given");
+    for (int round = 0; round < 5; ++round) {
+      local_steps(ps, r, round);
+      sync.sync(size_t(order[round]));
+    }
+    local_steps(ps, r, 5);  // the last average's fragment stays together only until now
+  }, rt::net::Wire::F32, layout, {}, fragments);
+  for (int64_t i = 0; i < kN; ++i) {
+    const int frag = i < 300 ? 0 : 1;
+    float x[2] = {start_value(i), start_value(i)}, anchor = start_value(i), m = 0;
+    for (int round = 0; round < 5; ++round) {
+      for (int r = 0; r < 2; ++r) x[r] = local_value(x[r], r, i, round);
+      if (order[round] != frag) continue;
+      const float avg = weighted_average(x[0], x[1]);
+      const float delta = anchor - avg;
+      m = mu * m + delta;
+      anchor = anchor - lr * (delta + mu * m);
+      x[0] = x[1] = anchor;
+    }
+    for (int r = 0; r < 2; ++r) BOOST_TEST(result[r][size_t(i)] == local_value(x[r], r, i, 5), "rank " << r << " value " << i);
+  }
+}
+
+// Overlapped fragments, one in flight at a time: fragment 0's average applied as fragment
+// 1's starts (finish_and_start of another fragment applies the one and snapshots the other),
+// each with the local progress made while it travelled. With int8 and int4 the fragment
+// just averaged holds the same bits on both ranks, and the error feedback of the other
+// fragment is not touched: the result stays within a rounding of f32's.
+BOOST_AUTO_TEST_CASE(overlapped_fragments_add_the_progress_made_meanwhile) {
+  const std::vector<std::pair<std::string, int64_t>> layout = {{"a", 300}, {"b", 5}, {"c", 698}};
+  const std::vector<rt::train::Fragment> fragments = {{0, 1, 0, 300}, {1, 3, 300, 703}};
+  auto run = [&](rt::net::Wire wire, int slot) {
+    return on_two_ranks(slot, 1.0f, 0.0f, [&](int r, ParamSync& sync, rt::model::ParamSet& ps) {
+      local_steps(ps, r, 0);
+      sync.start(0);
+      local_steps(ps, r, 1);
+      sync.finish_network();
+      sync.finish_and_start(1);
+      require(sync.in_flight(), "fragment 1's average did not start");
+      local_steps(ps, r, 2);
+      sync.finish();
+    }, wire, layout, {}, fragments);
+  };
+  const Finals exact = run(rt::net::Wire::F32, 1);
+  for (int r = 0; r < 2; ++r)
+    for (int64_t i = 0; i < kN; ++i) {
+      float x[2] = {local_value(start_value(i), 0, i, 0), local_value(start_value(i), 1, i, 0)};
+      if (i >= 300)  // fragment 1's snapshot is taken one round later
+        for (int q = 0; q < 2; ++q) x[q] = local_value(x[q], q, i, 1);
+      const float mine = x[r];
+      float now = local_value(mine, r, i, 1);
+      if (i >= 300) now = local_value(mine, r, i, 2);
+      float expect = weighted_average(x[0], x[1]) + (now - mine);
+      if (i < 300) expect = local_value(expect, r, i, 2);  // the round after it was applied
+      BOOST_TEST(exact[r][size_t(i)] == expect, "rank " << r << " value " << i);
+    }
+  for (rt::net::Wire wire : {rt::net::Wire::Int8, rt::net::Wire::Int4}) {
+    const Finals packed = run(wire, 2);
+    float worst = 0;
+    for (int64_t i = 0; i < kN; ++i) worst = std::max(worst, std::fabs(packed[0][size_t(i)] - exact[0][size_t(i)]));
+    BOOST_TEST(worst <= (wire == rt::net::Wire::Int8 ? 0.003f : 0.06f), rt::net::wire_name(wire) << " is " << worst << " from f32");
+    BOOST_TEST(worst > 0.0f);
+  }
+}
+
+// The fragments of the real d8 (125,829,354 parameters, 15 units: the head, 8 layers, the
+// scalars, 4 value embeddings, wte): contiguous, covering every tensor, whole layers, and as
+// even as whole units allow; a count above the units is refused naming the flag.
+BOOST_AUTO_TEST_CASE(d8_splits_into_even_fragments_of_whole_layers) {
+  const rt::model::ModelConfig cfg = rt::model::ModelConfig::from_depth(8);
+  rt::model::ParamSet ps;  // shapes and offsets only: nothing is allocated
+  for (const auto& spec : rt::model::param_specs(cfg)) ps.add(spec.name, spec.shape);
+  const int64_t total = ps.all().back().offset + ps.all().back().numel;
+  BOOST_TEST(total == 125829354);
+  for (int64_t count : {1, 2, 4, 8, 15}) {
+    const auto f = rt::train::split_into_fragments(ps, count);
+    BOOST_REQUIRE_EQUAL(int64_t(f.size()), count);
+    int64_t at = 0, largest = 0;
+    size_t next = 0;
+    for (const auto& fr : f) {
+      BOOST_TEST(fr.first == next);
+      BOOST_TEST(fr.at == at);
+      BOOST_TEST(fr.end > fr.first);
+      at += fr.size, next = fr.end;
+      largest = std::max(largest, fr.size);
+      // A layer's tensors never straddle two fragments.
+      const auto block = [&](size_t t) { return rt::model::classify_param(ps.all()[t].name).block; };
+      if (fr.first > 0 && block(fr.first) >= 0) BOOST_TEST(block(fr.first - 1) != block(fr.first));
+    }
+    BOOST_TEST(next == ps.all().size());
+    BOOST_TEST(at == total);
+    // The largest unit is an embedding of 32768 x 512 values; no fragment exceeds what an
+    // even split would give by more than one unit.
+    BOOST_TEST(largest <= total / count + 32768 * 512, count << " fragments: the largest holds " << largest);
+  }
+  BOOST_CHECK_EXCEPTION(rt::train::split_into_fragments(ps, 16), std::exception, [](const std::exception& e) {
+    return std::string(e.what()).find("--sync-fragments 16") != std::string::npos &&
+           std::string(e.what()).find("use 1 to 15") != std::string::npos;
+  });
+  // The schedule: fragment i at steps s with s mod H = i*H/F.
+  BOOST_TEST(rt::train::fragment_due(8, 8, 4) == 0);
+  BOOST_TEST(rt::train::fragment_due(10, 8, 4) == 1);
+  BOOST_TEST(rt::train::fragment_due(14, 8, 4) == 3);
+  BOOST_TEST(rt::train::fragment_due(15, 8, 4) == -1);
+  BOOST_TEST(rt::train::fragment_due(16, 8, 1) == 0);
+  BOOST_TEST(rt::train::fragment_due(7, 8, 1) == -1);
+  BOOST_TEST(rt::train::fragment_due(3, 8, 3) == -1);
+  BOOST_TEST(rt::train::fragment_due(5, 8, 3) == 2);  // offsets 0, 2, 5
 }
 
 BOOST_AUTO_TEST_SUITE_END()

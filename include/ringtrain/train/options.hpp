@@ -55,6 +55,7 @@ struct TrainOptions {
   std::vector<net::PeerAddress> peers;  // per rank, parsed from --peers; empty: one process
   SyncMode sync = SyncMode::Grad;
   int64_t sync_every = 1;
+  int64_t sync_fragments = 1;  // avg/diloco: the model averaged in this many fragments, staggered
   bool sync_overlap = false;  // avg/diloco: average in the background, one step delayed
   int64_t overlap_steps = 1;  // ... or this many steps delayed (--overlap-steps)
   float outer_lr = 0.7f;

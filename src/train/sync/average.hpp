@@ -3,6 +3,10 @@
 // diloco adds the outer Nesterov step, avg is diloco with outer lr 1 and momentum 0). The
 // ranks run free between averages: their step reports travel together at each average,
 // evaluation or the end, so that no rank waits for the slowest one every step.
+//
+// With --sync-fragments F (fragments.hpp) each average is one fragment's, F of them in
+// every H steps at offsets i*H/F, so that the bytes of a sync are spread over the steps; the
+// last step averages every fragment, so that the run ends with one model.
 #pragma once
 #include "modes.hpp"
 #include "ringtrain/train/log.hpp"
@@ -24,13 +28,20 @@ class AverageSync : public Sync {
 
  protected:
   static constexpr const char* kComponent = "sync";
-  bool averages_at(const StepPlan& plan) const { return plan.step % every_ == 0; }
+  // The fragment that averages at this step, or -1 (with one fragment: every H steps).
+  int64_t fragment_at(const StepPlan& plan) const { return fragment_due(plan.step, every_, fragments_); }
+  bool averages_at(const StepPlan& plan) const { return fragment_at(plan) >= 0; }
+  // With fragments, the last step averages those not due at it, too.
+  bool averages_all_at(const StepPlan& plan) const { return plan.last && fragments_ > 1; }
   // Synced right after an average; the reports travel with it, an evaluation or the end.
   StepSync step_sync(const StepPlan& plan) const {
     return {averages_at(plan), averages_at(plan) || plan.eval || plan.last};
   }
-  // Averages now (the step waits for it), then checks the replicas if the step evaluates.
-  void average_in_place(const StepPlan& plan);
+  // Averages fragment f now (the step waits for it), then checks that fragment's replicas
+  // if the step evaluates.
+  void average_in_place(const StepPlan& plan, int64_t f);
+  // Every fragment not averaged at this step (the last), now: `done` is the one that was.
+  void average_the_rest(const StepPlan& plan, int64_t done);
   // Runs f and counts its time as network time.
   template <class F>
   void timed(F&& f) {
@@ -42,6 +53,7 @@ class AverageSync : public Sync {
   optim::MuonAdamW& opt_;
   ParamSync average_;
   int64_t every_;
+  int64_t fragments_;  // --sync-fragments
   double param_bytes_;
   net::Communicator& comm_;
   model::ParamSet& params_;

@@ -5,7 +5,9 @@
 // that evaluate, checkpoint or end average in place: those must see the average, so a
 // pending one is applied first. The background average starts only at step_end, after the
 // step's own report exchange, and no collective runs until it is applied (the ranks run
-// free between averages), so that the communicator is free.
+// free between averages), so that the communicator is free. With --sync-fragments, each
+// fragment's average is overlapped alike, one in flight at a time: it is applied at the
+// latest when the next fragment's starts.
 #include "average.hpp"
 
 namespace rt::train {
@@ -19,19 +21,21 @@ class OverlappedAverageSync final : public AverageSync {
   }
 
   StepSync after_update(const StepPlan& plan) override {
+    const int64_t f = fragment_at(plan);
     // The average started `delay_` steps ago, if any (sooner when this step must settle or
-    // the next average is due).
-    const bool due = average_.in_flight() && (plan.step - started_at_ >= delay_ || plan.settle() || averages_at(plan));
-    const bool next = averages_at(plan) && !plan.settle();
+    // the next average, of any fragment, is due).
+    const bool due = average_.in_flight() && (plan.step - started_at_ >= delay_ || plan.settle() || f >= 0);
+    const bool next = f >= 0 && !plan.settle();
     // When the next average starts at the end of this step, applying this one waits until
     // then, so that one pass over the parameters does both (finish_and_start); the network
     // is done now, as the step's report exchange needs the communicator.
     if (due && next) timed([&] { average_.finish_network(); });
     else if (due) timed([&] { average_.finish(); });
-    if (averages_at(plan)) {
-      if (plan.settle()) average_in_place(plan);
-      else start_at_end_ = true, started_at_ = plan.step;
+    if (f >= 0) {
+      if (plan.settle()) average_in_place(plan, f);
+      else start_at_end_ = true, started_at_ = plan.step, starting_ = f;
     }
+    if (averages_all_at(plan)) average_the_rest(plan, f);
     return step_sync(plan);
   }
 
@@ -40,9 +44,9 @@ class OverlappedAverageSync final : public AverageSync {
     start_at_end_ = false;
     if (stopping) {  // the stop checkpoint holds the average
       average_.finish();
-      average_.sync();
+      average_.sync(size_t(starting_));
     } else {
-      average_.finish_and_start();
+      average_.finish_and_start(size_t(starting_));
     }
   }
   void apply_arrived() override { average_.apply_arrived(); }
@@ -52,6 +56,7 @@ class OverlappedAverageSync final : public AverageSync {
  private:
   const int64_t delay_;     // --overlap-steps
   int64_t started_at_ = 0;  // the step whose average is in flight
+  int64_t starting_ = 0;    // the fragment whose average starts at step_end
   bool start_at_end_ = false;
 };
 

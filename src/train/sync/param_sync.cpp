@@ -1,5 +1,6 @@
 #include "sync/param_sync.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "ringtrain/errors.hpp"
@@ -9,28 +10,42 @@
 namespace rt::train {
 
 ParamSync::ParamSync(net::Communicator& comm, net::Wire wire, model::ParamSet& params, double my_weight,
-                     float outer_lr, float outer_momentum)
+                     float outer_lr, float outer_momentum, const std::vector<Fragment>& fragments)
     : comm_(comm), wire_(wire), params_(params), weight_(my_weight), outer_lr_(outer_lr),
       outer_momentum_(outer_momentum) {
-  if (!compressed()) {  // the arena as it is
-    spans_.push_back({0, 0, params_.size()});
-    wire_size_ = params_.size();
-    return;
-  }
+  std::vector<Fragment> whole = fragments;
+  if (whole.empty()) whole.push_back({0, params_.all().size(), 0, params_.size()});
   // int8: every tensor starts a block of its own on the wire (zeros between), so that a
   // few scalars or a small gate never share a scale with a matrix's values, whose changes
-  // are of another size and would round theirs to nothing.
+  // are of another size and would round theirs to nothing. Fragments are runs of whole
+  // tensors, so each starts a block too.
   const int64_t block = int64_t(net::kInt8BlockValues);
-  for (const auto& t : params_.all()) {
-    spans_.push_back({t.offset, wire_size_, t.numel});
-    wire_size_ += (t.numel + block - 1) / block * block;
+  for (const Fragment& f : whole) {
+    Part part;
+    part.at = f.at;
+    part.size = f.size;
+    part.wire_at = wire_size_;
+    if (!compressed()) {  // the arena as it is
+      part.spans.push_back({f.at, f.at, f.size});
+      wire_size_ += f.size;
+    } else {
+      for (size_t t = f.first; t < f.end; ++t) {
+        const model::Param& p = params_.all()[t];
+        part.spans.push_back({p.offset, wire_size_, p.numel});
+        wire_size_ += (p.numel + block - 1) / block * block;
+      }
+    }
+    part.wire_size = wire_size_ - part.wire_at;
+    largest_wire_ = std::max(largest_wire_, part.wire_size);
+    largest_ = std::max(largest_, part.size);
+    parts_.push_back(std::move(part));
   }
 }
 
-// f(arena index, wire index) for every parameter value, in parallel.
+// f(arena index, wire index) for every value of a fragment, in parallel.
 template <class F>
-void ParamSync::for_each_value(F&& f) const {
-  for (const Span& s : spans_) {
+void ParamSync::for_each_value(const Part& part, F&& f) const {
+  for (const Span& s : part.spans) {
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < s.size; ++j) f(s.at + j, s.wire_at + j);
   }
@@ -44,16 +59,19 @@ ParamSync::~ParamSync() {
   worker_.join();
 }
 
-// One pass over the parameters (GBs at d8: every pass costs the compute it shares a core
-// with), also copying them to snapshot when it is not null.
-void ParamSync::fill_send_buffer(const float* p, float* snapshot) {
+// One pass over a fragment's parameters (GBs at d8: every pass costs the compute it shares
+// a core with), also copying them to the snapshot when overlapped.
+void ParamSync::fill_send_buffer(const Part& part, const float* p, bool overlapped) {
   const float w = float(weight_);
-  if (buf_.size() != size_t(wire_size_)) buf_.assign(size_t(wire_size_), 0.0f);  // begin() did, unless skipped
+  if (buf_.size() != size_t(largest_wire_)) buf_.assign(size_t(largest_wire_), 0.0f);  // begin() did, unless skipped
+  if (overlapped && snapshot_.size() != size_t(largest_)) snapshot_.resize(size_t(largest_));
   float* buf = buf_.data();
+  float* snapshot = overlapped ? snapshot_.data() : nullptr;
+  const int64_t at = part.at, wire_at = part.wire_at;
   if (!compressed()) {  // w * p: this rank's share of the weighted average
-    for_each_value([&](int64_t i, int64_t k) {
-      if (snapshot) snapshot[i] = p[i];
-      buf[k] = p[i] * w;
+    for_each_value(part, [&](int64_t i, int64_t k) {
+      if (snapshot) snapshot[i - at] = p[i];
+      buf[k - wire_at] = p[i] * w;
     });
     return;
   }
@@ -61,25 +79,25 @@ void ParamSync::fill_send_buffer(const float* p, float* snapshot) {
   // out last time.
   const float* anchor = anchor_.data();
   const float* error = error_.data();
-  for_each_value([&](int64_t i, int64_t k) {
-    if (snapshot) snapshot[i] = p[i];
-    buf[k] = (p[i] - anchor[i]) * w + error[k];
+  for_each_value(part, [&](int64_t i, int64_t k) {
+    if (snapshot) snapshot[i - at] = p[i];
+    buf[k - wire_at] = (p[i] - anchor[i]) * w + error[k];
   });
 }
 
 // The same bits on every rank: the weighted average, or with int8 its change from the
 // common point (apply adds the point back). Network only: it may run on the worker thread.
-void ParamSync::all_reduce_buffer(float* residual) {
-  comm_.all_reduce(buf_.data(), buf_.size(), net::ReduceOp::Sum, wire_, compressed() ? residual : nullptr);
+void ParamSync::all_reduce_buffer(const Part& part, float* residual) {
+  comm_.all_reduce(buf_.data(), size_t(part.wire_size), net::ReduceOp::Sum, wire_, compressed() ? residual : nullptr);
 }
 
 void ParamSync::begin(bool overlapped) {
   // Every buffer a sync needs, touched now: a first touch of GBs costs seconds of page
   // faults (more in a VM), which would otherwise stall the steps beside the first average.
-  if (buf_.size() != size_t(wire_size_)) buf_.assign(size_t(wire_size_), 0.0f);  // the gaps stay 0
-  if (overlapped && snapshot_.size() != size_t(params_.size())) snapshot_.assign(size_t(params_.size()), 0.0f);
+  if (buf_.size() != size_t(largest_wire_)) buf_.assign(size_t(largest_wire_), 0.0f);  // the gaps stay 0
+  if (overlapped && snapshot_.size() != size_t(largest_)) snapshot_.assign(size_t(largest_), 0.0f);
   if (compressed() && error_.empty()) error_.assign(size_t(wire_size_), 0.0f);
-  if (compressed() && overlapped) error_in_flight_.assign(size_t(wire_size_), 0.0f);
+  if (compressed() && overlapped) error_in_flight_.assign(size_t(largest_wire_), 0.0f);
   if ((!outer() && !compressed()) || !anchor_.empty()) return;  // none needed, or a checkpoint brought it
   anchor_.assign(params_.data(), params_.data() + params_.size());
   if (outer()) {
@@ -93,26 +111,27 @@ void ParamSync::begin(bool overlapped) {
   if (first_rank_differing(comm_, anchor_.data(), anchor_.size()) >= 0) comm_.broadcast(anchor_.data(), anchor_.size(), 0);
 }
 
-void ParamSync::sync() {
-  fill_send_buffer(params_.data(), nullptr);
-  all_reduce_buffer(error_.data());
-  apply(false);
+void ParamSync::sync(size_t fragment) {
+  const Part& part = parts_.at(fragment);
+  fill_send_buffer(part, params_.data(), false);
+  all_reduce_buffer(part, compressed() ? error_.data() + part.wire_at : nullptr);
+  apply(part, false);
 }
 
-void ParamSync::start() {
+void ParamSync::start(size_t fragment) {
   if (in_flight()) throw RuntimeError("parameter average started twice (internal error)");
-  snapshot_.resize(size_t(params_.size()));  // begin(true) did, unless skipped
-  fill_send_buffer(params_.data(), snapshot_.data());
-  start_worker();
+  fill_send_buffer(parts_.at(fragment), params_.data(), true);
+  start_worker(fragment);
 }
 
-void ParamSync::start_worker() {
+void ParamSync::start_worker(size_t fragment) {
   worker_error_ = nullptr;
-  if (compressed()) error_in_flight_.resize(size_t(wire_size_));  // begin(true) did, unless skipped
+  if (compressed()) error_in_flight_.resize(size_t(largest_wire_));  // begin(true) did, unless skipped
+  flying_ = fragment;
   unapplied_ = true;
-  worker_ = std::thread([this] {
+  worker_ = std::thread([this, &part = parts_[fragment]] {
     try {
-      all_reduce_buffer(error_in_flight_.data());
+      all_reduce_buffer(part, error_in_flight_.data());
     } catch (...) {
       worker_error_ = std::current_exception();
     }
@@ -123,7 +142,11 @@ void ParamSync::finish_network() {
   if (!worker_.joinable()) return;
   worker_.join();
   if (worker_error_) std::rethrow_exception(std::exchange(worker_error_, nullptr));
-  if (compressed()) error_.swap(error_in_flight_);
+  if (compressed()) {
+    const Part& part = parts_[flying_];
+    if (part.wire_size == wire_size_) error_.swap(error_in_flight_);  // the whole model: no copy
+    else std::copy_n(error_in_flight_.data(), size_t(part.wire_size), error_.data() + part.wire_at);
+  }
   arrived_ = true;
 }
 
@@ -140,7 +163,7 @@ void ParamSync::drop_in_flight() {
 void ParamSync::apply_arrived() {
   if (!arrived_) return;
   arrived_ = unapplied_ = false;
-  apply(true);
+  apply(parts_[flying_], true);
 }
 
 void ParamSync::finish() {
@@ -148,24 +171,27 @@ void ParamSync::finish() {
   apply_arrived();
 }
 
-void ParamSync::finish_and_start() {
+void ParamSync::finish_and_start(size_t fragment) {
   finish_network();
-  if (!arrived_) return start();  // nothing was in flight
+  if (!arrived_ || flying_ != fragment) {  // nothing in flight, or another fragment's
+    apply_arrived();
+    return start(fragment);
+  }
   arrived_ = unapplied_ = false;
-  apply(true, /*refill=*/true);
-  start_worker();
+  apply(parts_[fragment], true, /*refill=*/true);
+  start_worker(fragment);
 }
 
-// One pass: the average (int8: the common point plus the decoded change), diloco's outer
-// step, then the parameters (plus the local progress since the snapshot when overlapped);
-// with refill, the next average's snapshot and send buffer from them, as fill_send_buffer
-// computes them (each pass over the parameters reads and writes GBs at d8).
-void ParamSync::apply(bool overlapped, bool refill) {
+// One pass over a fragment: the average (int8: the common point plus the decoded change),
+// diloco's outer step, then the parameters (plus the local progress since the snapshot when
+// overlapped); with refill, the next average's snapshot and send buffer from them, as
+// fill_send_buffer computes them (each pass over the parameters reads and writes GBs at d8).
+void ParamSync::apply(const Part& part, bool overlapped, bool refill) {
   const int64_t n = params_.size();
   const bool int8 = compressed(), outer_step = outer();
   if ((int8 || outer_step) && anchor_.size() != size_t(n))
     throw RuntimeError("parameter average: no anchor; ParamSync::begin() was not called (internal error)");
-  if (refill && (!overlapped || snapshot_.size() != size_t(n)))
+  if (refill && (!overlapped || snapshot_.size() < size_t(part.size)))
     throw RuntimeError("parameter average: refill without an overlapped average (internal error)");
   float* p = params_.data();
   float* buf = buf_.data();
@@ -174,8 +200,9 @@ void ParamSync::apply(bool overlapped, bool refill) {
   float* momentum = momentum_.data();
   const float* error = error_.data();
   const float lr = outer_lr_, mu = outer_momentum_, w = float(weight_);
-  for_each_value([&](int64_t i, int64_t k) {
-    const float average = int8 ? anchor[i] + buf[k] : buf[k];
+  const int64_t at = part.at, wire_at = part.wire_at;
+  for_each_value(part, [&](int64_t i, int64_t k) {
+    const float average = int8 ? anchor[i] + buf[k - wire_at] : buf[k - wire_at];
     float next = average;
     if (outer_step) {
       const float delta = anchor[i] - average;
@@ -186,11 +213,11 @@ void ParamSync::apply(bool overlapped, bool refill) {
     } else if (int8) {
       anchor[i] = average;  // the next sync sends the change from this average
     }
-    const float now = snapshot ? next + (p[i] - snapshot[i]) : next;
+    const float now = snapshot ? next + (p[i] - snapshot[i - at]) : next;
     p[i] = now;
     if (refill) {  // fill_send_buffer's arithmetic, on the new anchor
-      snapshot[i] = now;
-      buf[k] = int8 ? (now - anchor[i]) * w + error[k] : now * w;
+      snapshot[i - at] = now;
+      buf[k - wire_at] = int8 ? (now - anchor[i]) * w + error[k] : now * w;
     }
   });
 }
@@ -201,7 +228,8 @@ void ParamSync::save_state(io::StateWriter& out, const std::string& component) c
   if (error_.empty()) return;
   // In the arena's layout (the wire's gaps hold nothing), as every version has saved it.
   std::vector<float> error(size_t(params_.size()));
-  for_each_value([&](int64_t i, int64_t k) { error[size_t(i)] = error_[size_t(k)]; });
+  for (const Part& part : parts_)
+    for_each_value(part, [&](int64_t i, int64_t k) { error[size_t(i)] = error_[size_t(k)]; });
   out.floats(component + ".error", std::move(error));
 }
 
@@ -219,7 +247,8 @@ void ParamSync::load_state(const io::StateReader& in, const std::string& compone
   error_.clear();
   if (e.empty()) return;
   error_.assign(size_t(wire_size_), 0.0f);
-  for_each_value([&](int64_t i, int64_t k) { error_[size_t(k)] = e[size_t(i)]; });
+  for (const Part& part : parts_)
+    for_each_value(part, [&](int64_t i, int64_t k) { error_[size_t(k)] = e[size_t(i)]; });
 }
 
 }  // namespace rt::train

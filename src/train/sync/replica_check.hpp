@@ -9,8 +9,9 @@
 
 namespace rt::train {
 
-// Throws rt::RuntimeError naming the first rank whose parameters differ from rank 0's.
-void check_replicas(net::Communicator& comm, model::ParamSet& params, int64_t step);
+// Throws rt::RuntimeError naming the first rank whose parameters differ from rank 0's:
+// all of them, or the `size` values from `at` (a fragment just averaged).
+void check_replicas(net::Communicator& comm, model::ParamSet& params, int64_t step, int64_t at = 0, int64_t size = -1);
 
 // The first rank whose n floats differ from rank 0's (by their CRC-32), or -1 when all
 // agree. Every rank must call it, and every rank gets the same answer.

@@ -107,10 +107,10 @@ void Trainer::share_state(const net::Membership& ring, const RingBatch& batch) {
   load_sync_state(run_.sync_state);
   run_.sync_state = sync_state_bytes();
   share_ring_state(*comm(), ring, o_.sync == SyncMode::Grad, o_.steps, model_->params(), *opt_, run_);
-  // Survivors that all held the state keep their own parameters; under --sync-overlap those
-  // differ between averages (each holds its local progress), so the replica check is for
-  // the parameters a member sent.
-  replicas_identical_ = !o_.sync_overlap || ring.stateful.size() != ring.members.size();
+  // Survivors that all held the state keep their own parameters; under --sync-overlap, and
+  // with --sync-fragments, those differ between averages (each holds its local progress),
+  // so the replica check is for the parameters a member sent.
+  replicas_identical_ = !(o_.sync_overlap || o_.sync_fragments > 1) || ring.stateful.size() != ring.members.size();
   loader_->restore(run_.loader);
   load_sync_state(run_.sync_state);
   sync_->begin();

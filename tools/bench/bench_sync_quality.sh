@@ -2,12 +2,13 @@
 # Does parameter averaging cost quality, and does compressing it? Trains the same model with
 # two local ranks (loopback): --sync grad, --sync avg --sync-every H, the same with
 # --sync-overlap, --sync diloco --sync-every H with f32, bf16, int8 and int4 on the wire, and
-# avg overlapped with int8 and int4, on the same data and tokens, then prints the final val bpb of each
-# against grad and against f32 diloco, the bytes rank 0 sent per sync, and plots the curves
-# in one PNG.
+# avg overlapped with int8 and int4, and streaming diloco (--sync-fragments F, overlapped by
+# H/F steps) with int8 and int4, on the same data and tokens, then prints the final val bpb
+# of each against grad and against f32 diloco, the bytes rank 0 sent per H steps and in its
+# busiest step, and plots the curves in one PNG.
 #
-#   tools/bench/bench_sync_quality.sh [--depth 4] [--steps 400] [--every 8] [--out runs/sync-quality] [--data DIR]
-#                               [--seeds "42"] [--runs "grad avg avg-overlap diloco diloco-bf16 diloco-int8 diloco-int4 avg-overlap-int8 avg-overlap-int4"]
+#   tools/bench/bench_sync_quality.sh [--depth 4] [--steps 400] [--every 8] [--fragments 4] [--out runs/sync-quality] [--data DIR]
+#                               [--seeds "42"] [--runs "grad avg avg-overlap diloco diloco-bf16 diloco-int8 diloco-int4 avg-overlap-int8 avg-overlap-int4 diloco-stream-int8 diloco-stream-int4"]
 #                               [--reuse]
 #
 # --seeds repeats every run once per seed (initialisation and data order) and the table
@@ -19,13 +20,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-depth=4 steps=400 every=8 out=runs/sync-quality data="" port=29520 seeds=42
-runs="grad avg avg-overlap diloco diloco-bf16 diloco-int8 diloco-int4 avg-overlap-int8 avg-overlap-int4" reuse=0
+depth=4 steps=400 every=8 fragments=4 out=runs/sync-quality data="" port=29520 seeds=42
+runs="grad avg avg-overlap diloco diloco-bf16 diloco-int8 diloco-int4 avg-overlap-int8 avg-overlap-int4 diloco-stream-int8 diloco-stream-int4" reuse=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --depth) depth=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --every) every=$2; shift 2 ;;
+    --fragments) fragments=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
@@ -71,6 +73,9 @@ run diloco-int8 --sync diloco --sync-every "$every" --wire int8
 run diloco-int4 --sync diloco --sync-every "$every" --wire int4
 run avg-overlap-int8 --sync avg --sync-every "$every" --sync-overlap --wire int8
 run avg-overlap-int4 --sync avg --sync-every "$every" --sync-overlap --wire int4
+stream=(--sync diloco --sync-every "$every" --sync-fragments "$fragments" --sync-overlap --overlap-steps $((every / fragments)))
+run diloco-stream-int8 "${stream[@]}" --wire int8
+run diloco-stream-int4 "${stream[@]}" --wire int4
 plots=() labels=() first_seed=${seeds%% *}
 for name in grad avg avg-overlap diloco diloco-int8 diloco-int4; do
   dir=$(seed_dir "$name" "$first_seed")
@@ -78,7 +83,7 @@ for name in grad avg avg-overlap diloco diloco-int8 diloco-int4; do
 done
 [ ${#plots[@]} = 0 ] || "$py" tools/plot/plot_metrics.py "${plots[@]}" "${labels[@]}" --out "$out/sync-quality.png" \
   --title "d$depth, 2 ranks: gradient vs parameter averaging"
-"$py" - "$out" "$every" "$seeds" "$runs" <<'PY'
+FRAGMENTS=$fragments "$py" - "$out" "$every" "$seeds" "$runs" <<'PY'
 import json, os, statistics, sys
 out, every, seeds, runs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
 def final(name, seed):
@@ -86,8 +91,12 @@ def final(name, seed):
     recs = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
     evals = [r for r in recs if "val_bpb" in r]
     steps = [r for r in recs if "bytes_sent" in r]
-    syncs = sum(1 for r in steps if r["step"] % every == 0)
-    return evals[-1], sum(r["bytes_sent"] for r in steps) / syncs / 1e6 if syncs else float("nan")
+    # Whole periods of H steps before the last step (which, streaming, averages every
+    # fragment at once), and the busiest step among them.
+    periods = (steps[-1]["step"] - 1) // every if steps else 0
+    before = [r for r in steps if r["step"] <= periods * every]
+    busiest = max((r["bytes_sent"] for r in before), default=0) / 1e6
+    return evals[-1], (sum(r["bytes_sent"] for r in before) / periods / 1e6 if periods else float("nan"), busiest)
 def results(name):
     return [final(name, s) for s in seeds]
 def mean_bpb(name):
@@ -95,17 +104,18 @@ def mean_bpb(name):
 grad, diloco = mean_bpb("grad"), mean_bpb("diloco")
 pct = lambda a, b: f"{100 * (a / b - 1):+.2f}%" if b else "-"
 print(f"seeds: {' '.join(seeds)} (val bpb: the mean over them, then each seed's)")
-print("| sync | wire | final val bpb | per seed | vs grad | vs diloco f32 | MB sent per sync (rank 0) |\n|---|---|---|---|---|---|---|")
+print("| sync | wire | final val bpb | per seed | vs grad | vs diloco f32 | MB sent per H steps (rank 0) | MB in its busiest step |\n|---|---|---|---|---|---|---|---|")
 for name, wire in (("grad", "f32"), ("avg", "f32"), ("avg-overlap", "f32"), ("diloco", "f32"), ("diloco-bf16", "bf16"),
                    ("diloco-int8", "int8"), ("diloco-int4", "int4"), ("avg-overlap-int8", "int8"),
-                   ("avg-overlap-int4", "int4")):
+                   ("avg-overlap-int4", "int4"), ("diloco-stream-int8", "int8"), ("diloco-stream-int4", "int4")):
     if name not in runs:
         continue
     res = results(name)
-    ev, mb = res[0]
+    ev, (mb, busiest) = res[0]
     bpb = statistics.mean(e["val_bpb"] for e, _ in res)
     per_seed = " / ".join(f"{e['val_bpb']:.4f}" for e, _ in res)
     per_sync = "-" if name == "grad" else f"{mb:.2f}"
-    print(f"| {name.replace('-' + wire, '')} | {wire} | {bpb:.4f} (step {ev['step']}, {ev['tokens']:.0f} tokens) | {per_seed} | "
-          f"{pct(bpb, grad)} | {pct(bpb, diloco)} | {per_sync} |")
+    label = name.replace('-' + wire, '').replace("diloco-stream", f"diloco, {os.environ.get('FRAGMENTS', '?')} fragments, overlapped")
+    print(f"| {label} | {wire} | {bpb:.4f} (step {ev['step']}, {ev['tokens']:.0f} tokens) | {per_seed} | "
+          f"{pct(bpb, grad)} | {pct(bpb, diloco)} | {per_sync} | {busiest:.2f} |")
 PY

@@ -31,9 +31,14 @@ AverageSync::AverageSync(const SyncContext& ctx)
 
 StepSync AverageSync::after_update(const StepPlan& plan) {
   const int64_t f = fragment_at(plan);
+  step_ = plan.step, averaged_ = f;
   if (f >= 0) average_in_place(plan, f);
-  if (averages_all_at(plan)) average_the_rest(plan, f);
+  if (averages_all_at(plan)) average_the_rest(plan.step, f);
   return step_sync(plan);
+}
+
+void AverageSync::step_end(bool stopping) {
+  if (stopping && fragments_ > 1) average_the_rest(step_, averaged_);
 }
 
 void AverageSync::average_in_place(const StepPlan& plan, int64_t f) {
@@ -46,11 +51,11 @@ void AverageSync::average_in_place(const StepPlan& plan, int64_t f) {
   }
 }
 
-void AverageSync::average_the_rest(const StepPlan& plan, int64_t done) {
+void AverageSync::average_the_rest(int64_t step, int64_t done) {
   for (int64_t f = 0; f < fragments_; ++f)
     if (f != done) timed([&] { average_.sync(size_t(f)); });
   // The whole model is one now: the run ends with the same bits on every rank.
-  check_replicas(comm_, params_, plan.step);
+  check_replicas(comm_, params_, step);
 }
 
 std::unique_ptr<Sync> make_average_sync(const SyncContext& ctx) { return std::make_unique<AverageSync>(ctx); }

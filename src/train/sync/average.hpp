@@ -6,7 +6,8 @@
 //
 // With --sync-fragments F (fragments.hpp) each average is one fragment's, F of them in
 // every H steps at offsets i*H/F, so that the bytes of a sync are spread over the steps; the
-// last step averages every fragment, so that the run ends with one model.
+// last step, and the step at which the job stops, average every fragment, so that the run
+// (and a stop checkpoint) ends with one model.
 #pragma once
 #include "modes.hpp"
 #include "ringtrain/train/log.hpp"
@@ -20,6 +21,7 @@ class AverageSync : public Sync {
 
   void update(int64_t it) override { opt_.step(it); }
   StepSync after_update(const StepPlan& plan) override;
+  void step_end(bool stopping) override;
   void save_state(io::StateWriter& out) const override { average_.save_state(out, kComponent); }
   void load_state(const io::StateReader& in) override { average_.load_state(in, kComponent); }
   // Called once the parameters hold the starting point: diloco's anchor starts there
@@ -33,15 +35,18 @@ class AverageSync : public Sync {
   bool averages_at(const StepPlan& plan) const { return fragment_at(plan) >= 0; }
   // With fragments, the last step averages those not due at it, too.
   bool averages_all_at(const StepPlan& plan) const { return plan.last && fragments_ > 1; }
-  // Synced right after an average; the reports travel with it, an evaluation or the end.
-  StepSync step_sync(const StepPlan& plan) const {
-    return {averages_at(plan), averages_at(plan) || plan.eval || plan.last};
+  // Synced right after an average (a point elastic training may go back to: every rank's
+  // average state is the one of this step); the reports travel with it, an evaluation or
+  // the end.
+  StepSync step_sync(const StepPlan& plan, bool applied = false) const {
+    return {averages_at(plan) || applied, averages_at(plan) || plan.eval || plan.last};
   }
   // Averages fragment f now (the step waits for it), then checks that fragment's replicas
   // if the step evaluates.
   void average_in_place(const StepPlan& plan, int64_t f);
-  // Every fragment not averaged at this step (the last), now: `done` is the one that was.
-  void average_the_rest(const StepPlan& plan, int64_t done);
+  // Every fragment not averaged at step `step` (the last, or a stop), now: `done` is the
+  // one that was (or -1).
+  void average_the_rest(int64_t step, int64_t done);
   // Runs f and counts its time as network time.
   template <class F>
   void timed(F&& f) {
@@ -54,6 +59,7 @@ class AverageSync : public Sync {
   ParamSync average_;
   int64_t every_;
   int64_t fragments_;  // --sync-fragments
+  int64_t step_ = 0, averaged_ = -1;  // the step after_update saw, and its fragment (or -1)
   double param_bytes_;
   net::Communicator& comm_;
   model::ParamSet& params_;

@@ -22,6 +22,7 @@ class OverlappedAverageSync final : public AverageSync {
 
   StepSync after_update(const StepPlan& plan) override {
     const int64_t f = fragment_at(plan);
+    step_ = plan.step, averaged_ = f;
     // The average started `delay_` steps ago, if any (sooner when this step must settle or
     // the next average, of any fragment, is due).
     const bool due = average_.in_flight() && (plan.step - started_at_ >= delay_ || plan.settle() || f >= 0);
@@ -35,19 +36,23 @@ class OverlappedAverageSync final : public AverageSync {
       if (plan.settle()) average_in_place(plan, f);
       else start_at_end_ = true, started_at_ = plan.step, starting_ = f;
     }
-    if (averages_all_at(plan)) average_the_rest(plan, f);
-    return step_sync(plan);
+    if (averages_all_at(plan)) average_the_rest(plan.step, f);
+    // A step that applied an average is one elastic training may go back to (with nothing
+    // in flight, its parameters and its average state belong together).
+    return step_sync(plan, due);
   }
 
   void step_end(bool stopping) override {
+    if (stopping) {  // the stop checkpoint holds the average (with fragments, all of them)
+      average_.finish();
+      if (start_at_end_) average_.sync(size_t(starting_));
+      start_at_end_ = false;
+      if (fragments_ > 1) average_the_rest(step_, averaged_);
+      return;
+    }
     if (!start_at_end_) return;
     start_at_end_ = false;
-    if (stopping) {  // the stop checkpoint holds the average
-      average_.finish();
-      average_.sync(size_t(starting_));
-    } else {
-      average_.finish_and_start(size_t(starting_));
-    }
+    average_.finish_and_start(size_t(starting_));
   }
   void apply_arrived() override { average_.apply_arrived(); }
   void drop_in_flight() override { average_.drop_in_flight(); }

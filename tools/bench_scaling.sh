@@ -40,7 +40,8 @@
 # steps more than it measures, so that its final wait for the last average (once per run)
 # stays out of the rate. --slow-runs picks the 2-rank runs instead, as "SYNC WIRE
 # OVERLAP-STEPS" separated by commas, e.g. --slow-runs "diloco int8 8,avg int4 8" (any
-# --wire). --repeat N (default 1) measures the lot N times, in turn (1 rank, the loaded
+# --wire; a fourth number adds --sync-fragments, e.g. "diloco int4 2 4"; with --key the
+# 2-rank runs use the job key instead of --insecure). --repeat N (default 1) measures the lot N times, in turn (1 rank, the loaded
 # rank, each 2-rank run; then again), and adds the median of each row and of each row's
 # ratios to the two 1-rank rows of its own round: on a shared machine whose speed drifts by
 # a few percent over minutes, a ratio between runs minutes apart is only as good as that
@@ -210,7 +211,7 @@ PY
   IFS=, read -r -a runs <<<"$slow_runs"
   for run in "${runs[@]}"; do
     set -- $run
-    [ $# = 3 ] || { echo "bench_scaling: --slow-runs wants 'SYNC WIRE OVERLAP-STEPS', got '$run'" >&2; exit 2; }
+    [ $# = 3 ] || [ $# = 4 ] || { echo "bench_scaling: --slow-runs wants 'SYNC WIRE OVERLAP-STEPS [FRAGMENTS]', got '$run'" >&2; exit 2; }
   done
   rounds=${repeat:-1}
   declare -A rate_of vs1_of vsn_of  # per row: the rounds' tok/s and ratios, space-separated
@@ -228,13 +229,20 @@ PY
     kill "$neighbour" 2>/dev/null; wait "$neighbour" 2>/dev/null
     rows=("ringtrain, 1 rank" "ringtrain, 1 rank, the other core training the same (no network)")
     results=("$rt1" "$rt1n")
-    bytes=("-" "-")
+    bytes=("-" "-") step_costs=()
     for run in "${runs[@]}"; do
       set -- $run
-      name="slow-$1-$2-$3$sfx"
-      rows+=("2 ranks, --sync $1 --sync-every 8 --sync-overlap --overlap-steps $3 --wire $2")
-      results+=("$(run_rt "$name" 2 --sync "$1" --sync-every 8 --sync-overlap --overlap-steps "$3" --wire "$2" --insecure)")
+      fragments=${4:-1}
+      name="slow-$1-$2-$3-$fragments$sfx"
+      row="2 ranks, --sync $1 --sync-every 8 --sync-overlap --overlap-steps $3 --wire $2"
+      [ "$fragments" = 1 ] || row+=" --sync-fragments $fragments"
+      [ -n "$key" ] && row+=" --key"
+      rows+=("$row")
+      # With --key every 2-rank run speaks CurveZMQ, as a user's job across hosts does.
+      results+=("$(run_rt "$name" 2 --sync "$1" --sync-every 8 --sync-overlap --overlap-steps "$3" --wire "$2" \
+                   --sync-fragments "$fragments" ${key:+--key "$key"} ${key:---insecure})")
       bytes+=("$(bytes_per_sync "$work/$name/metrics.jsonl")")
+      step_costs+=("$("$py" tools/bench/sync_step_costs.py "$work/$name" 8 "$3" "$fragments" "$warmup" "$((steps + warmup))")")
     done
     for k in "${!rows[@]}"; do
       res=${results[$k]} row=${rows[$k]}
@@ -248,6 +256,8 @@ PY
   echo "slow link: $rate, netem '$netem' ($link); d$depth; steps $steps after $warmup warm-up"
   printf '\n| run | round | tok/s (tokens / time) | network s/step not hidden (mean) | vs 1 rank | vs 1 rank with a busy neighbour core | MB sent per sync (rank 0) |\n|---|---|---|---|---|---|---|\n'
   printf '%s' "$table"
+  printf '\nWhat the syncs cost rank 0 (last round): its steps by what they did, mean seconds each:\n\n'
+  printf '%s\n' "${step_costs[@]}"
   if [ "$rounds" != 1 ]; then
     printf '\nMedians over %s rounds (each ratio taken within its round):\n\n| run | tok/s | vs 1 rank | vs 1 rank with a busy neighbour core |\n|---|---|---|---|\n' "$rounds"
     for row in "${rows[@]}"; do

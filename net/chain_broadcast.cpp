@@ -10,6 +10,8 @@
 #include "ring.hpp"
 #include "zero_copy.hpp"
 
+#include "ringtrain/net/ring_order.hpp"
+
 namespace rt::net {
 
 namespace {
@@ -17,13 +19,14 @@ namespace {
 // after it forward each item once it arrived, the last one only receives.
 Stream chain_stream(const Link& t, CollectiveKind kind, uint64_t count, int root, size_t C) {
   const int N = t.world();
-  const int position = (t.rank() - root + N) % N;  // 0 at the root, N-1 at the chain's end
+  const RingOrder ring(t.options().ring_order, N, t.rank());
+  const int position = (ring.position() - ring.position_of(root) + N) % N;  // 0 at the root, N-1 at the chain's end
   Stream s;
   s.kind = kind;
   s.count = count;
   s.root = root;
-  s.to = (t.rank() + 1) % N;
-  s.from = (t.rank() - 1 + N) % N;
+  s.to = ring.next();
+  s.from = ring.prev();
   s.send_items = position == N - 1 ? 0 : C;
   s.recv_items = position == 0 ? 0 : C;
   s.lead = position == 0 ? C : 0;

@@ -3,6 +3,7 @@
 // ring_gather.cpp) on the chunk pipeline, and adds what it sent to bytes_sent(). The typed
 // small collectives are built on the all-gather of records. Every data message, of any
 // collective, is at most chunk_bytes, and its size is checked on arrival.
+#include "ringtrain/net/ring_order.hpp"
 #include "ringtrain/net/communicator.hpp"
 
 #include <algorithm>
@@ -38,9 +39,12 @@ ShardRange shard_range(size_t n, int world, int rank) {
   return {begin, begin + q + (r < extra ? 1 : 0)};
 }
 
-Communicator::Communicator(CommOptions options) : link_(std::make_unique<Transport>(std::move(options))) {}
+Communicator::Communicator(CommOptions options)
+    : link_((RingOrder(options.ring_order, int(options.peers.size()), options.rank),  // throws unless a permutation
+             std::make_unique<Transport>(std::move(options)))) {}
 Communicator::Communicator(std::unique_ptr<Link> link) : link_(std::move(link)) {
   if (!link_) throw RuntimeError("a communicator needs a link (internal error)");
+  RingOrder(link_->options().ring_order, link_->world(), link_->rank());  // throws unless a permutation
 }
 Communicator::~Communicator() = default;
 

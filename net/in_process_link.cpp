@@ -172,6 +172,7 @@ InProcessRing::InProcessRing(Options options) : hub_(std::make_shared<Hub>()) {
   hub_->opt = options;
   hub_->comm.job_id = options.job_id;
   hub_->comm.chunk_bytes = options.chunk_bytes;
+  hub_->comm.ring_order = options.ring_order;
   hub_->comm.stall_timeout_s = options.stall_timeout_s;
   for (int r = 0; r < options.world; ++r) hub_->comm.peers.push_back(PeerAddress{"in-process", r});
   hub_->job_hash = fnv1a(options.job_id);

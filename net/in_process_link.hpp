@@ -13,6 +13,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "link.hpp"
 
@@ -26,6 +27,7 @@ class InProcessRing {
     double stall_timeout_s = 30;
     size_t queue_messages = 16;  // per direction, as the transport's data high-water mark
     std::string job_id = "in-process";
+    std::vector<int> ring_order;  // CommOptions::ring_order
   };
   explicit InProcessRing(Options options);
   ~InProcessRing();

@@ -63,7 +63,7 @@ uint64_t ring_collective(Link& t, uint64_t seq, RingPhases phases, float* data, 
   // Coded blocks lie on the buffer's grid of kBlockValues values (data[64k, 64k + 64) share a
   // scale), so that a caller can give each group of values blocks of its own: even segments
   // start on the grid, and chunks are whole blocks (ring_plan.hpp).
-  const RingPlan plan(N, t.rank(), n, phases, coded, t.options().chunk_bytes, bounds);
+  const RingPlan plan(RingOrder(t.options().ring_order, N, t.rank()), n, phases, coded, t.options().chunk_bytes, bounds);
   const size_t C = plan.chunks_per_step(), items = plan.items();
   const bool bf16 = wire == Wire::Bf16;
   const size_t elem_bytes = bf16 ? 2 : 4;

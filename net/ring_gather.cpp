@@ -6,6 +6,8 @@
 #include "pipeline.hpp"
 #include "ring.hpp"
 
+#include "ringtrain/net/ring_order.hpp"
+
 namespace rt::net {
 namespace {
 std::string_view chunk_of(std::string_view part, size_t c, size_t chunk) {
@@ -20,21 +22,23 @@ uint64_t ring_gather_parts(Link& t, uint64_t seq, CollectiveKind kind, std::stri
   parts.assign(static_cast<size_t>(N), std::string());
   parts[static_cast<size_t>(r)] = std::string(mine);
   if (N == 1) return 0;
-  auto mod = [N](int s) { return ((s % N) + N) % N; };
+  const RingOrder ring(t.options().ring_order, N, r);
+  const int at = ring.position();
   size_t largest = 0, total = 0;
   for (size_t b : part_bytes) largest = std::max(largest, b), total += b;
   for (int q = 0; q < N; ++q)
     if (q != r) parts[static_cast<size_t>(q)].resize(part_bytes[static_cast<size_t>(q)]);
   const size_t chunk = std::max<size_t>(1, t.options().chunk_bytes), C = byte_chunks(t, largest);
-  // Step k: send the piece of rank r-k, receive the piece of rank r-1-k; chunk by chunk, so
-  // what arrives at step k leaves at step k+1 as soon as it is here.
-  auto piece_of_send = [&](size_t i) { return mod(r - static_cast<int>(i / C)); };
-  auto piece_of_recv = [&](size_t i) { return mod(r - 1 - static_cast<int>(i / C)); };
+  // Step k: send the piece of the rank k positions back on the ring, receive the one of the
+  // rank k+1 back; chunk by chunk, so what arrives at step k leaves at step k+1 as soon as
+  // it is here.
+  auto piece_of_send = [&](size_t i) { return ring.rank_at(at - static_cast<long>(i / C)); };
+  auto piece_of_recv = [&](size_t i) { return ring.rank_at(at - 1 - static_cast<long>(i / C)); };
   Stream s;
   s.kind = kind;
   s.count = total;  // the same on every rank; a rank with other sizes fails the header check
-  s.to = mod(r + 1);
-  s.from = mod(r - 1);
+  s.to = ring.next();
+  s.from = ring.prev();
   s.send_items = s.recv_items = static_cast<size_t>(N - 1) * C;
   s.lead = C;
   s.encode = [&](size_t i, zmq::message_t& out) {

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "block_codes.hpp"
+#include "ringtrain/net/ring_order.hpp"
 #include "ringtrain/net/communicator.hpp"
 
 namespace rt::net {
@@ -19,9 +20,10 @@ class RingPlan {
   // bounds: world + 1 segment boundaries, or empty for even segments (shard_range; with a
   // block-coded wire rounded down to the grid of kBlockValues values, so that chunks are
   // whole blocks). Throws RuntimeError on bounds that do not cover [0, n) in order.
-  RingPlan(int world, int rank, size_t n, RingPhases phases, bool coded, size_t chunk_bytes,
+  // order: where each rank sits on the ring (ring_order.hpp); segments are named by rank.
+  RingPlan(const RingOrder& order, size_t n, RingPhases phases, bool coded, size_t chunk_bytes,
            std::span<const size_t> bounds = {})
-      : N_(world), r_(rank), n_(n), coded_(coded), bounds_(bounds) {
+      : order_(order), N_(order.world()), p_(order.position()), n_(n), coded_(coded), bounds_(bounds) {
     if (!bounds.empty() && (bounds.size() != static_cast<size_t>(N_) + 1 || bounds[0] != 0 || bounds[N_] != n ||
                             !std::is_sorted(bounds.begin(), bounds.end())))
       throw RuntimeError("ring collective: segment bounds do not cover the buffer in rank order (internal error)");
@@ -34,9 +36,14 @@ class RingPlan {
     end_step_ = phases == RingPhases::ReduceScatter ? N_ - 1 : 2 * (N_ - 1);
   }
 
+  // The ring in rank order (0, 1, ..., world-1).
+  RingPlan(int world, int rank, size_t n, RingPhases phases, bool coded, size_t chunk_bytes,
+           std::span<const size_t> bounds = {})
+      : RingPlan(RingOrder({}, world, rank), n, phases, coded, chunk_bytes, bounds) {}
+
   int world() const { return N_; }
-  int to() const { return mod(r_ + 1); }
-  int from() const { return mod(r_ - 1); }
+  int to() const { return order_.next(); }
+  int from() const { return order_.prev(); }
   // Chunks per step (of the largest segment; smaller segments have empty chunks at the end).
   size_t chunks_per_step() const { return C_; }
   // The pipeline's items: (steps) x C, sent and received alike.
@@ -50,9 +57,9 @@ class RingPlan {
     if (!bounds_.empty()) return ShardRange{bounds_[s], bounds_[s + 1]};
     return coded_ ? ShardRange{on_grid(s), on_grid(s + 1)} : shard_range(n_, N_, s);
   }
-  // Step g sends segment r-1-g (reduce-scatter) or r-(g-N+1) (all-gather), and receives what
-  // it sends at step g+1.
-  int send_segment(long g) const { return g < N_ - 1 ? mod(r_ - 1 - g) : mod(r_ - (g - N_ + 1)); }
+  // Step g sends the segment of the rank at position p-1-g (reduce-scatter) or p-(g-N+1)
+  // (all-gather), p being this rank's position, and receives what it sends at step g+1.
+  int send_segment(long g) const { return order_.rank_at(g < N_ - 1 ? p_ - 1 - g : p_ - (g - N_ + 1)); }
   int recv_segment(long g) const { return send_segment(g + 1); }
   // Elements [begin, end) of chunk c of a segment (empty past the segment's end).
   ShardRange chunk(int seg, size_t c) const {
@@ -66,10 +73,10 @@ class RingPlan {
   size_t region(int seg, size_t c) const { return static_cast<size_t>(seg) * C_ + c; }
 
  private:
-  int mod(long s) const { return static_cast<int>(((s % N_) + N_) % N_); }
   size_t on_grid(int s) const { return s == N_ ? n_ : shard_range(n_, N_, s).begin / kBlockValues * kBlockValues; }
 
-  int N_, r_;
+  RingOrder order_;
+  int N_, p_;
   size_t n_;
   bool coded_;
   std::span<const size_t> bounds_;

@@ -3,6 +3,8 @@
 
 #include <cxxopts.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -25,6 +27,15 @@ namespace {
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
+}
+
+// "a,a,b,b" -> {"a", "a", "b", "b"} (an empty name stays, for the check to name it).
+std::vector<std::string> split_sites(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string site; std::getline(in, site, ',');) out.push_back(site);
+  if (!list.empty() && list.back() == ',') out.push_back("");
+  return out;
 }
 
 // A count, or "auto" (nullopt); anything else is refused naming the flag.
@@ -127,6 +138,8 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
        cxxopts::value<double>()->default_value(number_text(net::kDefaultStallTimeoutS)))
       ("key", "the job key file (ringtrain keygen), the same on every rank: only its holders can join, read or stop the job, and all traffic is encrypted",
        cxxopts::value<std::string>())
+      ("sites", "every rank's site (a name), in --peers order, e.g. home,home,office,office: ranks of a site sit next to each other on the ring, which then crosses the slow link between two sites twice whatever the order of --peers",
+       cxxopts::value<std::string>()->default_value(""))
       ("insecure", "allow plaintext between hosts without --key (anyone who reaches the ports can join, read or stop the job)")
       ("chunk-bytes", "ring all-reduce chunk size", cxxopts::value<int64_t>()->default_value(std::to_string(net::kDefaultChunkBytes)));
 
@@ -174,6 +187,7 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
     o.progress_bar = r.count("no-progress") == 0;
     o.rank = r["rank"].as<int>();
     if (const auto list = r["peers"].as<std::string>(); !list.empty()) o.peers = net::parse_peers(list);
+    if (const auto list = r["sites"].as<std::string>(); !list.empty()) o.sites = split_sites(list);
     o.sync_every = r["sync-every"].as<int64_t>();
     o.sync_overlap = r.count("sync-overlap") > 0;
     o.sync_fragments = r["sync-fragments"].as<int64_t>();
@@ -239,6 +253,13 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
   require(o.sync_fragments == 1 || o.overlap_steps <= o.sync_every / o.sync_fragments,
           "--overlap-steps must be at most --sync-every / --sync-fragments (" + std::to_string(o.sync_every / std::max<int64_t>(1, o.sync_fragments)) +
               "): a fragment's average is applied before the next fragment's starts");
+  require(o.sites.empty() || o.sites.size() == o.peers.size(),
+          "--sites names " + std::to_string(o.sites.size()) + " sites for " + std::to_string(o.peers.size()) +
+              " entries of --peers; give one site per rank, in --peers order");
+  for (const auto& site : o.sites)
+    require(!site.empty() && site.size() <= 64 &&
+                std::all_of(site.begin(), site.end(), [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; }),
+            "--sites: '" + site.substr(0, 64) + "' is not a site name; use 1 to 64 letters, digits, '-', '_' or '.'");
   require(o.peers.size() != 1, "--peers lists every rank's HOST:PORT; with one rank, leave --peers out");
   require(o.rank >= 0 && o.rank < o.world(),
           "--rank " + std::to_string(o.rank) + " is outside --peers (" + std::to_string(o.world()) +

@@ -52,6 +52,8 @@ std::string TrainOptions::shared_config_text() const {
     << "\n--stall-timeout=" << stall_timeout_s << "\n--chunk-bytes=" << chunk_bytes
     << "\n--peers=";
   for (size_t i = 0; i < peers.size(); ++i) s << (i ? "," : "") << peers[i].text();
+  s << "\n--sites=";
+  for (size_t i = 0; i < sites.size(); ++i) s << (i ? "," : "") << sites[i];
   s << "\n";
   return s.str();
 }

@@ -81,6 +81,14 @@ std::vector<float> inputs(int rank, size_t n, int salt) {
 
 constexpr size_t kSizes[] = {0, 1, 7, 300, 5000};
 
+// A ring order other than 0..N-1 (ranks of a site next to each other): 1, 3, 0, 2, ...
+std::vector<int> shuffled_order(int world) {
+  std::vector<int> order;
+  for (int r = 1; r < world; r += 2) order.push_back(r);
+  for (int r = 0; r < world; r += 2) order.push_back(r);
+  return order;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(in_process)
@@ -92,11 +100,15 @@ BOOST_AUTO_TEST_CASE(ring_plan_sends_what_the_next_rank_receives) {
   for (int N = 2; N <= 6; ++N)
     for (size_t n : {size_t(1), size_t(10), size_t(1000), size_t(4097)})
       for (bool coded : {false, true}) {
+        // In rank order, and with ranks 1, 3, ... first (next on the ring: the next in that order).
+        const bool reordered = coded && N > 2;
+        const std::vector<int> order = reordered ? shuffled_order(N) : std::vector<int>{};
         std::vector<RingPlan> plans;
-        for (int r = 0; r < N; ++r) plans.emplace_back(N, r, n, RingPhases::Both, coded, 256);
+        for (int r = 0; r < N; ++r) plans.emplace_back(RingOrder(order, N, r), n, RingPhases::Both, coded, 256);
         for (int r = 0; r < N; ++r) {
           const RingPlan& p = plans[size_t(r)];
-          const RingPlan& next = plans[size_t((r + 1) % N)];
+          const RingPlan& next = plans[size_t(p.to())];
+          BOOST_TEST(next.from() == r);
           BOOST_TEST(p.items() == size_t(2 * (N - 1)) * p.chunks_per_step());
           std::set<int> reduced, gathered;
           for (size_t i = 0; i < p.items(); ++i) {
@@ -126,11 +138,15 @@ BOOST_AUTO_TEST_CASE(ring_plan_sends_what_the_next_rank_receives) {
   BOOST_CHECK_THROW(RingPlan(3, 0, 10, RingPhases::Both, false, 256, std::vector<size_t>{0, 5, 4, 10}), rt::RuntimeError);
 }
 
-// f32 sums of integer values are exact whatever the order, so every element is checked.
+// f32 sums of integer values are exact whatever the order, so every element is checked; in
+// rank order and in another ring order (segments, pieces and roots stay named by rank).
 BOOST_AUTO_TEST_CASE(every_collective_exact_on_rings_of_1_to_5) {
   for (int world = 1; world <= 5; ++world)
+    for (bool reordered : {false, true})
     for (size_t n : kSizes) {
-      InProcessRing ring(small_chunks(world));
+      InProcessRing::Options options = small_chunks(world);
+      if (reordered) options.ring_order = shuffled_order(world);
+      InProcessRing ring(options);
       std::vector<std::vector<float>> sums(static_cast<size_t>(world)), avgs(static_cast<size_t>(world)), scattered(static_cast<size_t>(world)),
           gathered(static_cast<size_t>(world)), broadcast(static_cast<size_t>(world));
       std::vector<std::vector<std::string>> parts(static_cast<size_t>(world));
@@ -192,9 +208,13 @@ BOOST_AUTO_TEST_CASE(uneven_segments) {
 // its rounding error back, and the result plus every rank's error is the exact sum.
 BOOST_AUTO_TEST_CASE(bf16_int8_int4_same_bits_everywhere_and_errors_come_back) {
   for (Wire wire : {Wire::Bf16, Wire::Int8, Wire::Int4})
-    for (int world : {2, 3, 4}) {
+    for (int world : {2, 3, 4, -4}) {  // -4: four ranks in another ring order
+      const bool reordered = world < 0;
+      world = std::abs(world);
       const size_t n = 3000;
-      InProcessRing ring(small_chunks(world, 1024));
+      InProcessRing::Options options = small_chunks(world, 1024);
+      if (reordered) options.ring_order = shuffled_order(world);
+      InProcessRing ring(options);
       std::vector<std::vector<float>> out(static_cast<size_t>(world)), residual(static_cast<size_t>(world), std::vector<float>(n));
       std::vector<std::vector<float>> data(static_cast<size_t>(world));
       for (int r = 0; r < world; ++r) {

@@ -87,6 +87,33 @@ BOOST_AUTO_TEST_CASE(grad_sync_equals_one_big_batch) {
   BOOST_TEST(three[2].err().find("[rank 2/3]") != std::string::npos);
 }
 
+// Two sites of two ranks each, listed alternately in --peers (a, b, a, b): with --sites the
+// ring keeps each site's ranks together (0 2 | 1 3), so that it crosses between the sites
+// twice instead of four times. The same batch of 4 rows as one process: only the order in
+// which the ring sums changes, and every rank ends with the same bits (the check at each
+// evaluation); a rank whose --sites differs is refused at the handshake, naming the flag.
+BOOST_AUTO_TEST_CASE(sites_keep_each_sites_ranks_together_on_the_ring) {
+  std::vector<std::string> flags = kSteps;
+  flags.insert(flags.end(), {"--sites", "home,office,home,office"});
+  auto four = start_ranks("sites", {1, 1, 1, 1}, nettest::port_base(1), flags);
+  nettest::wait_all(four, 300);
+  require_all_ok(four);
+  check_close(one_big_batch_losses(), traintest::losses(run_dir("sites") + "/metrics.jsonl"), 1e-5);
+  for (auto& p : four)
+    BOOST_TEST(p.err().find("ring order by --sites: 0 2 (home) -> 1 3 (office)") != std::string::npos, p.err());
+  // One rank with another --sites: every rank names the flag.
+  std::vector<nettest::Proc> odd;
+  for (size_t r = 0; r < 2; ++r) {
+    std::vector<std::string> m = {"--steps", "2", "--eval-every", "0", "--sites", r == 0 ? "home,office" : "home,home"};
+    odd.push_back(traintest::start_rank("sites-odd", {1, 1}, nettest::port_base(2), m, r, "sites-odd-r" + std::to_string(r)));
+  }
+  nettest::wait_all(odd, 120);
+  for (auto& p : odd) {
+    BOOST_TEST(p.exit_code != 0);
+    BOOST_TEST(p.err().find("--sites") != std::string::npos, p.err());
+  }
+}
+
 const std::vector<std::string> kShortSteps = {"--steps", "10", "--eval-every", "5"};
 
 // One process with a batch of 8 rows (256 tokens) per step over kShortSteps.

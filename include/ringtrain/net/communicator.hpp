@@ -90,6 +90,11 @@ struct CommOptions {
   double stall_timeout_s = kDefaultStallTimeoutS;
   // Pipeline unit of every collective, in float32 bytes: no data message is larger.
   size_t chunk_bytes = kDefaultChunkBytes;
+  // The ranks in ring order (every rank once), e.g. those of one site next to each other so
+  // that the ring crosses a slow link between sites twice; empty: 0, 1, ..., world-1. The
+  // same on every rank (it is part of what the handshake compares when the caller puts it
+  // in config_text).
+  std::vector<int> ring_order;
   ServiceHandler service_handler;  // optional, may also be set later
   // The job key (job_key.hpp). With it only its holders can connect, and every byte between
   // ranks is encrypted and authenticated. Without it the ranks talk in plaintext, which is

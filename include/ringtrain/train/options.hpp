@@ -53,6 +53,9 @@ struct TrainOptions {
   // distribution
   int rank = 0;
   std::vector<net::PeerAddress> peers;  // per rank, parsed from --peers; empty: one process
+  // per rank, the site it is at (--sites): the ring keeps each site's ranks together, so that
+  // it crosses a slow link between sites twice; empty: one site, the ring in rank order
+  std::vector<std::string> sites;
   SyncMode sync = SyncMode::Grad;
   int64_t sync_every = 1;
   int64_t sync_fragments = 1;  // avg/diloco: the model averaged in this many fragments, staggered

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "ringtrain/errors.hpp"
+#include "ringtrain/net/ring_order.hpp"
 #include "ringtrain/train/log.hpp"
 #include "peer_values.hpp"
 
@@ -82,6 +83,21 @@ net::ServiceHandler ElasticRing::service_handler() {
   };
 }
 
+// ", ring order by --sites: 0 2 (home) -> 1 3 (office)" for these members, or "".
+std::string ElasticRing::site_order_text(const std::vector<int>& members) const {
+  if (o_.sites.empty()) return "";
+  std::vector<std::string> site;
+  for (int r : members) site.push_back(o_.sites[size_t(r)]);
+  std::string text = ", ring order by --sites:", last;
+  for (int i : net::ring_order_by_site(site)) {
+    const std::string& here = site[size_t(i)];
+    if (!last.empty() && here != last) text += " (" + last + ") ->";
+    text += " " + std::to_string(members[size_t(i)]);
+    last = here;
+  }
+  return text + " (" + last + ")";
+}
+
 net::CommOptions ElasticRing::ring_options(int64_t epoch, uint64_t lineage, const std::vector<int>& members) {
   net::CommOptions co;
   for (int r : members) co.peers.push_back(o_.peers[size_t(r)]);
@@ -95,6 +111,11 @@ net::CommOptions ElasticRing::ring_options(int64_t epoch, uint64_t lineage, cons
   co.peer_timeout_s = o_.peer_timeout_s;
   co.stall_timeout_s = o_.stall_timeout_s;
   co.chunk_bytes = size_t(o_.chunk_bytes);
+  if (!o_.sites.empty()) {  // the members' sites, in the ring's index order
+    std::vector<std::string> site;
+    for (int r : members) site.push_back(o_.sites[size_t(r)]);
+    co.ring_order = net::ring_order_by_site(site);
+  }
   co.key = o_.key;
   co.insecure = o_.insecure;
   co.log = [](const std::string& line) { logf("%s", line.c_str()); };
@@ -162,7 +183,7 @@ RingBatch ElasticRing::connect(bool join) {
     if (o_.device_batch_auto ? b != 0 : b < 1 || b > kMaxDeviceBatch)
       bad_peer_value(*comm_, int(r), "--device-batch " + std::to_string(b));
   }
-  logf("ring of %d ranks is up", o_.world());
+  logf("ring of %d ranks is up%s", o_.world(), site_order_text(members_).c_str());
   return batch;
 }
 

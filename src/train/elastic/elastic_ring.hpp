@@ -104,6 +104,7 @@ class ElasticRing {
  private:
   net::ServiceHandler service_handler();
   // The options of the communicator of the ring of `epoch` in `lineage` over `members`.
+  std::string site_order_text(const std::vector<int>& members) const;
   net::CommOptions ring_options(int64_t epoch, uint64_t lineage, const std::vector<int>& members);
   // `silent_for_s`: seconds each original rank had been silent when the ring broke.
   net::RendezvousOptions rendezvous_options(double timeout_s, std::vector<double> silent_for_s = {});

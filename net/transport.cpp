@@ -99,6 +99,14 @@ Transport::Transport(CommOptions options) : opt_(std::move(options)), ctx_(io_th
     throw UsageError("connect and peer timeouts must be positive");
   if (opt_.stall_timeout_s < 0) throw UsageError("--stall-timeout must be 0 (off) or a number of seconds");
   if (opt_.chunk_bytes < 4) throw UsageError("chunk bytes must be at least 4");
+  if (opt_.streams < 1 || opt_.streams > kMaxStreams)
+    throw UsageError("--streams " + std::to_string(opt_.streams) + " is not 1 to " + std::to_string(kMaxStreams) +
+                     " (TCP connections per ring link)");
+  streams_ = opt_.streams;
+  data_sent_.assign(size_t(n), 0);
+  data_received_.assign(size_t(n), 0);
+  stream_identity_.assign(size_t(n), std::vector<std::string>(size_t(streams_ - 1)));
+  stream_acked_.assign(size_t(n), std::vector<bool>(size_t(streams_ - 1), false));
   if (!opt_.log) opt_.log = default_log;
   note_open_file_limit(opt_.log);
   hello_refusals_ = std::make_unique<RefusalLog>(opt_.log, "handshake");
@@ -167,6 +175,9 @@ void Transport::close_sockets(bool clean) {
       dealers_[p].set(zmq::sockopt::linger, clean ? 2000 : 100);
     }
   }
+  for (auto& streams : extra_dealers_)
+    for (auto& d : streams)
+      if (d) d.set(zmq::sockopt::linger, clean ? 2000 : 100), d.close();
   if (router_) router_.set(zmq::sockopt::linger, clean ? 2000 : 0);
   for (auto& d : dealers_)
     if (d) d.close();
@@ -204,29 +215,32 @@ void Transport::create_sockets() {
   gate_->watch_listener(router_, opt_.peers[size_t(opt_.rank)].port, kListenerHandshakeMs);
 
   std::random_device rd;
-  const std::string identity =
-      "rank" + std::to_string(rank()) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  identity_ = "rank" + std::to_string(rank()) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());
   dealers_.resize(world());
-  for (int p = 0; p < world(); ++p) {
-    if (p == rank()) continue;
-    auto& d = dealers_[p];
-    d = zmq::socket_t(ctx_, zmq::socket_type::dealer);
-    set_common_options(d);
-    d.set(zmq::sockopt::routing_id, identity);
-    d.set(zmq::sockopt::rcvhwm, data_high_water_mark());
-    d.set(zmq::sockopt::sndhwm, 64);
-    d.set(zmq::sockopt::maxmsgsize, max_in);
-    d.set(zmq::sockopt::reconnect_ivl, 100);
-    d.set(zmq::sockopt::reconnect_ivl_max, 1000);
-    if (pin) d.set(zmq::sockopt::affinity, uint64_t{2});  // I/O thread 1: everything we receive
-    if (opt_.key) {
-      // Every rank has the same keypair: the server must hold it too, or no connection.
-      d.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(opt_.key->public_key.data(), 32));
-      d.set(zmq::sockopt::curve_publickey, zmq::const_buffer(opt_.key->public_key.data(), 32));
-      d.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(opt_.key->secret_key.data(), 32));
+  extra_dealers_.resize(size_t(world()));
+  for (int p = 0; p < world(); ++p)
+    if (p != rank())
+      for (int k = 1; k < streams_; ++k) extra_dealers_[size_t(p)].emplace_back();
+  for (int p = 0; p < world(); ++p)
+    for (int k = 0; k < streams_ && p != rank(); ++k) {
+      auto& d = dealer(p, k);
+      d = zmq::socket_t(ctx_, zmq::socket_type::dealer);
+      set_common_options(d);
+      d.set(zmq::sockopt::routing_id, k == 0 ? identity_ : identity_ + "/" + std::to_string(k));
+      d.set(zmq::sockopt::rcvhwm, data_high_water_mark());
+      d.set(zmq::sockopt::sndhwm, 64);
+      d.set(zmq::sockopt::maxmsgsize, max_in);
+      d.set(zmq::sockopt::reconnect_ivl, 100);
+      d.set(zmq::sockopt::reconnect_ivl_max, 1000);
+      if (pin) d.set(zmq::sockopt::affinity, uint64_t{2});  // I/O thread 1: everything we receive
+      if (opt_.key) {
+        // Every rank has the same keypair: the server must hold it too, or no connection.
+        d.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(opt_.key->public_key.data(), 32));
+        d.set(zmq::sockopt::curve_publickey, zmq::const_buffer(opt_.key->public_key.data(), 32));
+        d.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(opt_.key->secret_key.data(), 32));
+      }
+      gate_->watch_link(d, p);
     }
-    gate_->watch_link(d, p);
-  }
 }
 
 void Transport::bind_router() {
@@ -256,14 +270,32 @@ void Transport::connect_dealers() {
   for (int p = 0; p < world(); ++p) {
     if (p == rank()) continue;
     try {
-      dealers_[p].connect("tcp://" + numeric_host(opt_.peers[p].host) + ":" + std::to_string(opt_.peers[p].port));
+        for (int k = 0; k < streams_; ++k)
+        dealer(p, k).connect("tcp://" + numeric_host(opt_.peers[p].host) + ":" + std::to_string(opt_.peers[p].port));
     } catch (const zmq::error_t& e) {
       throw UsageError("cannot use " + describe(p) + " as a peer address: " + e.what());
     }
     // Queued until the connection passed the security handshake: never sent to a process
     // that does not hold the job key.
     send_control(p, MsgKind::Hello, hello_text_);
+    for (int k = 1; k < streams_; ++k) send_stream_hello(p, k);
   }
+}
+
+void Transport::send_stream_hello(int p, int k) {
+  Header h;
+  h.kind = MsgKind::Hello;
+  h.sender = static_cast<uint16_t>(rank());
+  h.job = job_hash_;
+  if (send_frame(dealer(p, k), &h, sizeof h, ZMQ_SNDMORE | ZMQ_DONTWAIT))
+    send_frame(dealer(p, k), hello_text_.data(), hello_text_.size(), ZMQ_DONTWAIT);
+}
+
+bool Transport::streams_joined() const {
+  for (int p = 0; p < world(); ++p)
+    for (int k = 1; k < streams_ && p != rank(); ++k)
+      if (stream_identity_[size_t(p)][size_t(k - 1)].empty() || !stream_acked_[size_t(p)][size_t(k - 1)]) return false;
+  return true;
 }
 
 void Transport::send_control(int to, MsgKind kind, const std::string& text) {
@@ -301,7 +333,8 @@ void Transport::set_service_handler(ServiceHandler h) {
 }
 
 bool Transport::try_send(int to, const Header& h, zmq::message_t& payload) {
-  const std::string& id = identity_of_rank_[to];
+  const int k = send_stream(to);
+  const std::string& id = k == 0 ? identity_of_rank_[to] : stream_identity_[size_t(to)][size_t(k - 1)];
   if (zmq_send(router_.handle(), id.data(), id.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
     int err = zmq_errno();
     if (err == EAGAIN || err == EINTR) return false;
@@ -312,22 +345,25 @@ bool Transport::try_send(int to, const Header& h, zmq::message_t& payload) {
   // After the routing frame was accepted, the rest of the message is accepted too.
   zmq_send(router_.handle(), &h, sizeof h, ZMQ_SNDMORE);
   zmq_msg_send(payload.handle(), router_.handle(), 0);
+  ++data_sent_[size_t(to)];
   return true;
 }
 
 bool Transport::try_recv(int from, Header& h, zmq::message_t& payload) {
+  zmq::socket_t& d = dealer(from, recv_stream(from));  // the stream the next data message comes on
   for (int skipped = 0; skipped < 256; ++skipped) {  // bounded: a stream of junk cannot hold us here
     zmq::message_t head, body;
-    if (zmq_msg_recv(head.handle(), dealers_[from].handle(), ZMQ_DONTWAIT) < 0) return false;
+    if (zmq_msg_recv(head.handle(), d.handle(), ZMQ_DONTWAIT) < 0) return false;
     last_seen_[from] = Clock::now();
     // Parts of a message arrive together; data is exactly header + payload.
-    const bool two = head.more() && zmq_msg_recv(body.handle(), dealers_[from].handle(), ZMQ_DONTWAIT) >= 0 && !body.more();
+    const bool two = head.more() && zmq_msg_recv(body.handle(), d.handle(), ZMQ_DONTWAIT) >= 0 && !body.more();
     for (bool more = body.more(); more;) {
       zmq::message_t extra;
-      more = zmq_msg_recv(extra.handle(), dealers_[from].handle(), ZMQ_DONTWAIT) >= 0 && extra.more();
+      more = zmq_msg_recv(extra.handle(), d.handle(), ZMQ_DONTWAIT) >= 0 && extra.more();
     }
     if (two && decode_header(head.data(), head.size(), h) && h.kind == MsgKind::Data && h.job == job_hash_) {
       payload = std::move(body);
+      ++data_received_[size_t(from)];
       return true;
     }
     // A late handshake reply or a stray message: not data, skip it.
@@ -352,7 +388,7 @@ bool Transport::poll_for(zmq::socket_t* dealer, int timeout_ms) {
 bool Transport::wait(int from, bool want_recv, int timeout_ms) {
   auto until_heartbeat = std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat_ - Clock::now()).count();
   int ms = static_cast<int>(std::clamp<long long>(until_heartbeat, 0, timeout_ms));
-  const bool woken = poll_for(want_recv ? &dealers_[from] : nullptr, ms);
+  const bool woken = poll_for(want_recv ? &dealer(from, recv_stream(from)) : nullptr, ms);
   next_tick_ = Clock::time_point{};
   tick();
   return woken;

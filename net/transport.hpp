@@ -10,7 +10,12 @@
 //   - one ROUTER bound to this rank's port. It receives control traffic (hello, heartbeat,
 //     goodbye, service requests) and SENDS data to the other ranks' dealers;
 //   - one DEALER per other rank, connected to that rank's port. It sends our control
-//     traffic to that rank and RECEIVES the data that rank sends us.
+//     traffic to that rank and RECEIVES the data that rank sends us;
+//   - with CommOptions::streams S > 1, S-1 more DEALERs per other rank (identity
+//     "<the first's>/<k>"), which only say hello and then receive data too: the sender's
+//     router sends its data messages to the S dealers in turn and the receiver reads them
+//     in the same turn, so that they stay in order without sequence numbers (each
+//     connection is FIFO, and both sides count the data messages between them).
 // So data and control never share a queue: the background thread can drain control
 // between collectives without ever touching data, and data is flow-controlled by the
 // ZeroMQ high-water marks (bounded memory in flight) instead of piling up somewhere.
@@ -96,6 +101,17 @@ class Transport final : public Link {
   // Drains the router: heartbeats, goodbyes, service requests, late hellos.
   void serve_router();
   void handle_hello(const std::string& identity, const std::string& text, const std::string& from);
+  // The hello of stream k of the rank whose first dealer is `first` (see the socket layout).
+  void handle_stream_hello(const std::string& first, int k, const Hello& hello, const std::string& identity,
+                           const std::string& from);
+  // Our dealer of stream k to rank p (k = 0: the first one).
+  zmq::socket_t& dealer(int p, int k) { return k == 0 ? dealers_[size_t(p)] : extra_dealers_[size_t(p)][size_t(k - 1)]; }
+  // Which stream the next data message to or from rank p takes.
+  int send_stream(int p) const { return int(data_sent_[size_t(p)] % uint64_t(streams_)); }
+  int recv_stream(int p) const { return int(data_received_[size_t(p)] % uint64_t(streams_)); }
+  // Every stream to every rank answered our hello and said its own.
+  bool streams_joined() const;
+  void send_stream_hello(int p, int k);
   // Handles a HelloOk that rank p sent back to our hello; returns the refusal message, if any.
   std::string take_hello_answer(int p, const std::string& payload);
   void reply(const std::string& identity, MsgKind kind, const std::string& text);
@@ -115,6 +131,14 @@ class Transport final : public Link {
   std::unique_ptr<RefusalLog> hello_refusals_;  // bounded log of refused hellos
   zmq::socket_t router_;
   std::vector<zmq::socket_t> dealers_;  // index = rank; empty socket at our own rank
+  int streams_ = 1;                     // CommOptions::streams
+  std::string identity_;                // our first dealers' routing id
+  std::vector<std::vector<zmq::socket_t>> extra_dealers_;  // [rank][k - 1]: our streams 1..S-1 to it
+  // [rank][k - 1]: the routing id of that rank's stream k at our router ("" until its hello),
+  // and whether our own stream k to it was answered. Guarded by sock_mu_.
+  std::vector<std::vector<std::string>> stream_identity_;
+  std::vector<std::vector<bool>> stream_acked_;
+  std::vector<uint64_t> data_sent_, data_received_;  // data messages, per rank
   int wake_fd_ = -1;
 
   // Peer state, guarded by sock_mu_ (only the holder of the sockets touches it).

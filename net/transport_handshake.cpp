@@ -44,21 +44,25 @@ void Transport::handshake() {
     // A hello can be lost: an elastic job's lobby (listen_only) takes it and says nothing,
     // then closes. Resend it to ranks that have not answered yet.
     if (now >= next_resend) {
-      for (int p = 0; p < world(); ++p)
+      for (int p = 0; p < world(); ++p) {
         if (!acked_[p]) send_control(p, MsgKind::Hello, hello_text_);
+        for (int k = 1; k < streams_ && p != rank(); ++k)
+          if (!stream_acked_[size_t(p)][size_t(k - 1)]) send_stream_hello(p, k);
+      }
       next_resend = now + std::chrono::seconds(1);
     }
-    if (all(heard_) && all(acked_)) break;
+    if (all(heard_) && all(acked_) && streams_joined()) break;
     // Refused: stay a little, so that every rank gets our answer to its hello and reports too.
     if (!refusal.empty() && (all(answered_) || now - error_at > std::chrono::seconds(2))) break;
     if (now > deadline) break;
     std::vector<zmq_pollitem_t> items{{router_.handle(), 0, ZMQ_POLLIN, 0}};
-    std::vector<int> ranks{-1};
+    std::vector<std::pair<int, int>> streams{{-1, 0}};  // (rank, stream) of each dealer polled
     for (int p = 0; p < world(); ++p)
-      if (!acked_[p]) {
-        items.push_back({dealers_[p].handle(), 0, ZMQ_POLLIN, 0});
-        ranks.push_back(p);
-      }
+      for (int k = 0; k < streams_ && p != rank(); ++k)
+        if (k == 0 ? !acked_[p] : !stream_acked_[size_t(p)][size_t(k - 1)]) {
+          items.push_back({dealer(p, k).handle(), 0, ZMQ_POLLIN, 0});
+          streams.push_back({p, k});
+        }
     if (zmq_poll(items.data(), static_cast<int>(items.size()), 100) < 0 && zmq_errno() != EINTR)
       throw RuntimeError(std::string("poll failed during the handshake: ") + zmq_strerror(zmq_errno()));
     serve_router();
@@ -70,13 +74,14 @@ void Transport::handshake() {
     }
     for (size_t i = 1; i < items.size(); ++i) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;
-      const int p = ranks[i];
+      const auto [p, k] = streams[i];
       Header h;
       zmq::message_t head, body;
-      if (zmq_msg_recv(head.handle(), dealers_[p].handle(), ZMQ_DONTWAIT) < 0) continue;
-      if (head.more()) (void)zmq_msg_recv(body.handle(), dealers_[p].handle(), ZMQ_DONTWAIT);
+      if (zmq_msg_recv(head.handle(), dealer(p, k).handle(), ZMQ_DONTWAIT) < 0) continue;
+      if (head.more()) (void)zmq_msg_recv(body.handle(), dealer(p, k).handle(), ZMQ_DONTWAIT);
       if (!decode_header(head.data(), head.size(), h) || h.kind != MsgKind::HelloOk) continue;
-      acked_[p] = true;
+      if (k == 0) acked_[p] = true;
+      else stream_acked_[size_t(p)][size_t(k - 1)] = true;
       std::string why = take_hello_answer(p, body.to_string());
       if (!why.empty() && refusal.empty()) {
         refusal = why;
@@ -85,11 +90,16 @@ void Transport::handshake() {
     }
   }
   if (!refusal.empty()) throw UsageError(refusal);
-  if (!(all(heard_) && all(acked_))) {
+  if (!(all(heard_) && all(acked_) && streams_joined())) {
     std::string missing, problems;
     int count = 0;
+    auto streams_of = [&](int p) {
+      for (int k = 1; k < streams_ && p != rank(); ++k)
+        if (stream_identity_[size_t(p)][size_t(k - 1)].empty() || !stream_acked_[size_t(p)][size_t(k - 1)]) return false;
+      return true;
+    };
     for (int p = 0; p < world(); ++p)
-      if (!heard_[p] || !acked_[p]) {
+      if (!heard_[p] || !acked_[p] || !streams_of(p)) {
         missing += (count++ ? ", " : "") + describe(p);
         if (problems.empty()) problems = link_problem(p);
       }
@@ -127,6 +137,12 @@ void Transport::handle_hello(const std::string& identity, const std::string& tex
     return;
   }
   if (opt_.listen_only) return;  // a lobby: the sender resends to the ring that comes next
+  // An extra stream of a rank (transport.hpp): "<its first dealer's id>/<k>".
+  if (const size_t slash = identity.rfind('/'); slash != std::string::npos) {
+    const std::string k = identity.substr(slash + 1);
+    const bool number = !k.empty() && k.size() <= 2 && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return handle_stream_hello(identity.substr(0, slash), number ? std::stoi(k) : -1, *hello, identity, from);
+  }
   const int r = hello->rank;
   std::string reason, logged;
   if (r < 0 || r >= world() || r == rank()) {
@@ -156,6 +172,40 @@ void Transport::handle_hello(const std::string& identity, const std::string& tex
   rank_of_identity_[identity] = r;
   heard_[r] = true;
   last_seen_[r] = Clock::now();
+  reply(identity, MsgKind::HelloOk, "");
+}
+
+void Transport::handle_stream_hello(const std::string& first, int k, const Hello& hello, const std::string& identity,
+                                    const std::string& from) {
+  const int r = hello.rank;
+  std::string reason, logged;
+  if (k < 1 || k >= streams_) {
+    reason = "it opens more connections than --streams allows; give every rank the same --streams";
+    logged = "stream " + std::to_string(k) + " of at most " + std::to_string(streams_);
+  } else if (r < 0 || r >= world() || r == rank()) {
+    reason = "it claims a rank this job does not expect from it";
+    logged = "outside --peers";
+  } else if (std::string m = compare_hello(wire_hello_, hello, opt_.peers[r].text()); !m.empty()) {
+    reason = "its job id, world size or config differ from this rank's";
+    logged = m;
+  } else if (identity_of_rank_[r].empty()) {
+    return;  // its first connection's hello has not come yet: the sender resends this one
+  } else if (identity_of_rank_[r] != first) {
+    reason = "another process holds rank " + std::to_string(r) + " in this job";
+    logged = "a stream of another process than rank " + std::to_string(r) + "'s";
+  }
+  if (!reason.empty()) {
+    hello_refusals_->refused(from, "it claims a stream of rank " + std::to_string(r) + ": " + logged);
+    reply(identity, MsgKind::HelloOk, encode_refusal(reason, hello_text_));
+    return;
+  }
+  std::string& known = stream_identity_[size_t(r)][size_t(k - 1)];
+  if (known.empty()) known = identity;
+  if (known != identity) {  // one id per stream, for the life of this ring
+    hello_refusals_->refused(from, "it claims stream " + std::to_string(k) + " of rank " + std::to_string(r) + " again");
+    reply(identity, MsgKind::HelloOk, encode_refusal("that stream of rank " + std::to_string(r) + " is taken", hello_text_));
+    return;
+  }
   reply(identity, MsgKind::HelloOk, "");
 }
 

@@ -109,6 +109,7 @@ int cmd_bench_allreduce(int argc, char** argv) {
       ("warmup", "untimed runs per size", cxxopts::value<int>()->default_value("1"))
       ("wire", "f32, bf16, int8 or int4 on the wire", cxxopts::value<std::string>()->default_value("f32"))
       ("op", "sum or avg", cxxopts::value<std::string>()->default_value("sum"))
+      ("streams", "TCP connections per ring link (1 to 16)", cxxopts::value<int>()->default_value("1"))
       ("chunk-bytes", "pipeline chunk", cxxopts::value<std::string>()->default_value(std::to_string(net::kDefaultChunkBytes / 1024) + "K"))
       ("job", "job id (must match on every rank)", cxxopts::value<std::string>()->default_value("bench-allreduce"))
       ("connect-timeout", "seconds to wait for every rank", cxxopts::value<double>()->default_value("120"))
@@ -135,6 +136,7 @@ int cmd_bench_allreduce(int argc, char** argv) {
   o.peers = net::parse_peers(r["peers"].as<std::string>());
   o.job_id = r["job"].as<std::string>();
   o.chunk_bytes = parse_size(r["chunk-bytes"].as<std::string>());
+  o.streams = r["streams"].as<int>();
   o.connect_timeout_s = r["connect-timeout"].as<double>();
   o.peer_timeout_s = r["peer-timeout"].as<double>();
   o.stall_timeout_s = r["stall-timeout"].as<double>();
@@ -142,7 +144,7 @@ int cmd_bench_allreduce(int argc, char** argv) {
   o.insecure = r.count("insecure") > 0;
   // Settings that change what the ranks exchange must agree; the handshake checks them.
   o.config_text = "--wire=" + r["wire"].as<std::string>() + "\n--op=" + op_name + "\n--chunk-bytes=" +
-                  std::to_string(o.chunk_bytes) + "\n--sizes=" + [&] {
+                  std::to_string(o.chunk_bytes) + "\n--streams=" + std::to_string(o.streams) + "\n--sizes=" + [&] {
                     std::string s;
                     for (size_t b : sizes) s += std::to_string(b) + " ";
                     return s;

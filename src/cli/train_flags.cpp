@@ -141,7 +141,9 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
       ("sites", "every rank's site (a name), in --peers order, e.g. home,home,office,office: ranks of a site sit next to each other on the ring, which then crosses the slow link between two sites twice whatever the order of --peers",
        cxxopts::value<std::string>()->default_value(""))
       ("insecure", "allow plaintext between hosts without --key (anyone who reaches the ports can join, read or stop the job)")
-      ("chunk-bytes", "ring all-reduce chunk size", cxxopts::value<int64_t>()->default_value(std::to_string(net::kDefaultChunkBytes)));
+      ("chunk-bytes", "ring all-reduce chunk size", cxxopts::value<int64_t>()->default_value(std::to_string(net::kDefaultChunkBytes)))
+      ("streams", "TCP connections per ring link, 1 to 16, all to the listed ports: on a long, lossy path one TCP stream fills little of the link (each loss halves it), several share the losses",
+       cxxopts::value<int64_t>()->default_value("1"));
 
   cxxopts::ParseResult r;
   if (!parse(spec, argc, argv, r,
@@ -203,6 +205,7 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
     if (r.count("key")) o.key = net::load_job_key(r["key"].as<std::string>());
     o.insecure = r.count("insecure") > 0;
     o.chunk_bytes = r["chunk-bytes"].as<int64_t>();
+    o.streams = r["streams"].as<int64_t>();
     const std::string sync = r["sync"].as<std::string>();
     if (sync == "grad") o.sync = SyncMode::Grad;
     else if (sync == "avg") o.sync = SyncMode::Avg;
@@ -274,6 +277,8 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
   require(o.connect_timeout_s > 0 && o.peer_timeout_s > 0, "timeouts must be positive");
   require(o.stall_timeout_s >= 0, "--stall-timeout must be 0 (never) or a number of seconds");
   require(o.chunk_bytes >= 4096, "--chunk-bytes must be at least 4096");
+  require(o.streams >= 1 && o.streams <= net::kMaxStreams,
+          "--streams must be 1 to " + std::to_string(net::kMaxStreams) + " (TCP connections per ring link)");
   return true;
 }
 

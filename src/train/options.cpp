@@ -49,7 +49,7 @@ std::string TrainOptions::shared_config_text() const {
     // would disagree about a lost rank or a chunk. --connect-timeout, --threads, --device-batch
     // and --keep-checkpoints are each host's own (its boot time, cores, memory and disk).
     << "\n--min-ranks=" << min_ranks << "\n--max-reforms=" << max_reforms << "\n--peer-timeout=" << peer_timeout_s
-    << "\n--stall-timeout=" << stall_timeout_s << "\n--chunk-bytes=" << chunk_bytes
+    << "\n--stall-timeout=" << stall_timeout_s << "\n--chunk-bytes=" << chunk_bytes << "\n--streams=" << streams
     << "\n--peers=";
   for (size_t i = 0; i < peers.size(); ++i) s << (i ? "," : "") << peers[i].text();
   s << "\n--sites=";

@@ -114,6 +114,30 @@ BOOST_AUTO_TEST_CASE(sites_keep_each_sites_ranks_together_on_the_ring) {
   }
 }
 
+// --streams: each ring link carries its data over 3 TCP connections, messages in turn; with
+// 4 KiB chunks the gradients of a step are hundreds of messages, which arrive on the three
+// connections in any interleaving and must be read back in order: three uneven ranks, with
+// the job key (a CURVE handshake per connection), still train exactly as one big batch. A
+// rank with another --streams is refused, naming the flag.
+BOOST_AUTO_TEST_CASE(three_streams_per_link_keep_the_data_in_order) {
+  std::vector<std::string> flags = kSteps;
+  flags.insert(flags.end(), {"--streams", "3", "--chunk-bytes", "4096", "--key", nettest::key_file()});
+  auto three = start_ranks("streams", {1, 2, 1}, nettest::port_base(1), flags);
+  nettest::wait_all(three, 300);
+  require_all_ok(three);
+  check_close(one_big_batch_losses(), traintest::losses(run_dir("streams") + "/metrics.jsonl"), 1e-5);
+  std::vector<nettest::Proc> odd;
+  for (size_t r = 0; r < 2; ++r) {
+    const std::vector<std::string> m = {"--steps", "2", "--eval-every", "0", "--streams", r == 0 ? "2" : "1"};
+    odd.push_back(traintest::start_rank("streams-odd", {1, 1}, nettest::port_base(2), m, r, "streams-odd-r" + std::to_string(r)));
+  }
+  nettest::wait_all(odd, 120);
+  for (auto& p : odd) {
+    BOOST_TEST(p.exit_code != 0);
+    BOOST_TEST(p.err().find("--streams") != std::string::npos, p.err());
+  }
+}
+
 const std::vector<std::string> kShortSteps = {"--steps", "10", "--eval-every", "5"};
 
 // One process with a batch of 8 rows (256 tokens) per step over kShortSteps.

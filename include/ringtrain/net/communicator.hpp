@@ -76,6 +76,8 @@ inline constexpr double kDefaultPeerTimeoutS = 30;
 // at all for this long fails, even while the peer's heartbeats still arrive.
 inline constexpr double kDefaultStallTimeoutS = 300;
 
+constexpr int kMaxStreams = 16;
+
 struct CommOptions {
   int rank = 0;
   std::vector<PeerAddress> peers;  // every rank's address, in rank order
@@ -95,6 +97,12 @@ struct CommOptions {
   // same on every rank (it is part of what the handshake compares when the caller puts it
   // in config_text).
   std::vector<int> ring_order;
+  // TCP connections that carry the data from each rank to each other one, 1 to kMaxStreams,
+  // all to the one listed port. On a long, lossy path one TCP stream stays far below the
+  // link's rate (each loss halves its window, and it regrows one segment per round trip);
+  // several share the losses. Data messages take them in turn, so they arrive in order.
+  // The same on every rank.
+  int streams = 1;
   ServiceHandler service_handler;  // optional, may also be set later
   // The job key (job_key.hpp). With it only its holders can connect, and every byte between
   // ranks is encrypted and authenticated. Without it the ranks talk in plaintext, which is

@@ -74,6 +74,7 @@ struct TrainOptions {
   double peer_timeout_s = net::kDefaultPeerTimeoutS;
   double stall_timeout_s = net::kDefaultStallTimeoutS;  // no progress in a collective: fail
   int64_t chunk_bytes = int64_t(net::kDefaultChunkBytes);
+  int64_t streams = 1;  // TCP connections per ring link (--streams; net::CommOptions::streams)
   std::optional<net::JobKey> key;  // --key: encrypted, authenticated ranks
   bool insecure = false;           // --insecure: plaintext between hosts anyway
   bool progress_bar = true;   // only drawn on a terminal

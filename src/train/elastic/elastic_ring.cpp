@@ -111,6 +111,7 @@ net::CommOptions ElasticRing::ring_options(int64_t epoch, uint64_t lineage, cons
   co.peer_timeout_s = o_.peer_timeout_s;
   co.stall_timeout_s = o_.stall_timeout_s;
   co.chunk_bytes = size_t(o_.chunk_bytes);
+  co.streams = int(o_.streams);
   if (!o_.sites.empty()) {  // the members' sites, in the ring's index order
     std::vector<std::string> site;
     for (int r : members) site.push_back(o_.sites[size_t(r)]);

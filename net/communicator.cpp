@@ -39,9 +39,9 @@ ShardRange shard_range(size_t n, int world, int rank) {
   return {begin, begin + q + (r < extra ? 1 : 0)};
 }
 
-Communicator::Communicator(CommOptions options)
-    : link_((RingOrder(options.ring_order, int(options.peers.size()), options.rank),  // throws unless a permutation
-             std::make_unique<Transport>(std::move(options)))) {}
+Communicator::Communicator(CommOptions options) : link_(std::make_unique<Transport>(std::move(options))) {
+  RingOrder(link_->options().ring_order, link_->world(), link_->rank());  // throws unless a permutation
+}
 Communicator::Communicator(std::unique_ptr<Link> link) : link_(std::move(link)) {
   if (!link_) throw RuntimeError("a communicator needs a link (internal error)");
   RingOrder(link_->options().ring_order, link_->world(), link_->rank());  // throws unless a permutation

@@ -239,8 +239,9 @@ PY
       [ -n "$key" ] && row+=" --key"
       rows+=("$row")
       # With --key every 2-rank run speaks CurveZMQ, as a user's job across hosts does.
+      access=(--insecure); [ -n "$key" ] && access=(--key "$key")
       results+=("$(run_rt "$name" 2 --sync "$1" --sync-every 8 --sync-overlap --overlap-steps "$3" --wire "$2" \
-                   --sync-fragments "$fragments" ${key:+--key "$key"} ${key:---insecure})")
+                   --sync-fragments "$fragments" "${access[@]}")")
       bytes+=("$(bytes_per_sync "$work/$name/metrics.jsonl")")
       step_costs+=("$("$py" tools/bench/sync_step_costs.py "$work/$name" 8 "$3" "$fragments" "$warmup" "$((steps + warmup))")")
     done

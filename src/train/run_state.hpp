@@ -35,8 +35,12 @@ struct RunState {
 // loader position and sync state. The last evaluation's figures are not part of it.
 class StateSnapshot {
  public:
-  // `sync_state`: the sync mode's state now, as state-file bytes.
-  void take(const model::ParamSet& params, const optim::MuonAdamW& opt, const RunState& run, std::string sync_state);
+  // The sync mode's state is not copied here (serialising GBs at every step the ring may go
+  // back to cost seconds each): the Sync keeps its own copy (Sync::keep_state), and its bytes
+  // are set with set_sync_state before the snapshot is restored.
+  void take(const model::ParamSet& params, const optim::MuonAdamW& opt, const RunState& run);
+  void set_sync_state(std::string bytes) { run_.sync_state = std::move(bytes), sync_pending_ = false; }
+  bool sync_state_pending() const { return step_ >= 0 && sync_pending_; }
   // Back to the state of step(); the caller's run keeps its evaluation figures.
   void restore(model::ParamSet& params, optim::MuonAdamW& opt, RunState& run) const;
   int64_t step() const { return step_; }  // -1: none held
@@ -44,6 +48,7 @@ class StateSnapshot {
 
  private:
   int64_t step_ = -1;
+  bool sync_pending_ = false;
   std::vector<float> params_;
   optim::MuonAdamW::Snapshot opt_;
   RunState run_;

@@ -82,6 +82,7 @@ class Trainer final : private RingChange {
   // A process that joined a running job: the job's state, from its live ranks.
   void take_joined_state();
   void take_snapshot();
+  void settle_snapshot();
   // After a ring change: reports, progress and metrics of the new ring.
   void start_ring_duties();
   std::string sync_state_bytes() const;

@@ -48,7 +48,19 @@ void Trainer::connect() {
   if (joining_) global_tokens_ = batch.global_tokens;
 }
 
-void Trainer::take_snapshot() { snapshot_.take(model_->params(), *opt_, run_, sync_state_bytes()); }
+void Trainer::take_snapshot() {
+  sync_->keep_state();
+  snapshot_.take(model_->params(), *opt_, run_);
+}
+
+// The snapshot's sync state, from the copy the Sync kept when it was taken: written only
+// when the ring goes back (while the Sync still exists).
+void Trainer::settle_snapshot() {
+  if (!snapshot_.sync_state_pending() || !sync_) return;
+  io::StateWriter w;
+  sync_->save_kept_state(w);
+  snapshot_.set_sync_state(w.bytes());
+}
 
 std::string Trainer::sync_state_bytes() const {
   io::StateWriter w;
@@ -63,6 +75,7 @@ void Trainer::load_sync_state(const std::string& bytes) {
 }
 
 void Trainer::leave_ring() {
+  settle_snapshot();
   if (sync_) sync_->drop_in_flight(), run_.sync_state = sync_state_bytes();
   sync_.reset();
   reports_.reset();
@@ -80,6 +93,7 @@ int64_t Trainer::oldest_step() const { return snapshot_.step() >= 0 ? snapshot_.
 
 void Trainer::roll_back_to(int64_t step) {
   if (snapshot_.step() == step) {  // the update after it may be half done: undo it
+    settle_snapshot();
     snapshot_.restore(model_->params(), *opt_, run_);
     last_synced_ = true;
     state_whole_ = true;

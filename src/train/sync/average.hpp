@@ -24,6 +24,8 @@ class AverageSync : public Sync {
   void step_end(bool stopping) override;
   void save_state(io::StateWriter& out) const override { average_.save_state(out, kComponent); }
   void load_state(const io::StateReader& in) override { average_.load_state(in, kComponent); }
+  void keep_state() override { average_.keep_state(); }
+  void save_kept_state(io::StateWriter& out) const override { average_.save_kept_state(out, kComponent); }
   // Called once the parameters hold the starting point: diloco's anchor starts there
   // unless a checkpoint brought one.
   void begin() override { average_.begin(/*overlapped=*/false); }

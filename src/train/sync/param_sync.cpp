@@ -223,14 +223,31 @@ void ParamSync::apply(const Part& part, bool overlapped, bool refill) {
 }
 
 void ParamSync::save_state(io::StateWriter& out, const std::string& component) const {
-  if (!anchor_.empty()) out.floats(component + ".anchor", anchor_);
-  if (!momentum_.empty()) out.floats(component + ".momentum", momentum_);
-  if (error_.empty()) return;
+  write_state(out, component, anchor_, momentum_, error_);
+}
+
+void ParamSync::keep_state() {
+  // assign() keeps the copies' memory from one call to the next: no fresh pages (a GB of page
+  // faults cost seconds in a VM, at every step the ring may go back to).
+  kept_anchor_.assign(anchor_.begin(), anchor_.end());
+  kept_momentum_.assign(momentum_.begin(), momentum_.end());
+  kept_error_.assign(error_.begin(), error_.end());
+}
+
+void ParamSync::save_kept_state(io::StateWriter& out, const std::string& component) const {
+  write_state(out, component, kept_anchor_, kept_momentum_, kept_error_);
+}
+
+void ParamSync::write_state(io::StateWriter& out, const std::string& component, const std::vector<float>& anchor,
+                            const std::vector<float>& momentum, const std::vector<float>& error) const {
+  if (!anchor.empty()) out.floats(component + ".anchor", anchor);
+  if (!momentum.empty()) out.floats(component + ".momentum", momentum);
+  if (error.empty()) return;
   // In the arena's layout (the wire's gaps hold nothing), as every version has saved it.
-  std::vector<float> error(size_t(params_.size()));
+  std::vector<float> arena(size_t(params_.size()));
   for (const Part& part : parts_)
-    for_each_value(part, [&](int64_t i, int64_t k) { error[size_t(i)] = error_[size_t(k)]; });
-  out.floats(component + ".error", std::move(error));
+    for_each_value(part, [&](int64_t i, int64_t k) { arena[size_t(i)] = error[size_t(k)]; });
+  out.floats(component + ".error", std::move(arena));
 }
 
 void ParamSync::load_state(const io::StateReader& in, const std::string& component) {

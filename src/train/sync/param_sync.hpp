@@ -90,6 +90,10 @@ class ParamSync {
   // (.error). load_state throws rt::UsageError if they do not fit the parameters.
   void save_state(io::StateWriter& out, const std::string& component) const;
   void load_state(const io::StateReader& in, const std::string& component);
+  // A copy of that state, kept cheaply at every step the ring may go back to (elastic
+  // training), and written as save_state would only when it goes back there.
+  void keep_state();
+  void save_kept_state(io::StateWriter& out, const std::string& component) const;
 
  private:
   bool outer() const { return !(outer_lr_ == 1.0f && outer_momentum_ == 0.0f); }
@@ -124,6 +128,8 @@ class ParamSync {
   // for diloco; adds p - snapshot_ first when the average was overlapped. With refill, also
   // fills buf_ and snapshot_ from the result as start() would.
   void apply(const Part& part, bool overlapped, bool refill = false);
+  void write_state(io::StateWriter& out, const std::string& component, const std::vector<float>& anchor,
+                   const std::vector<float>& momentum, const std::vector<float>& error) const;
   void start_worker(size_t fragment);
 
   std::vector<Part> parts_;
@@ -131,6 +137,7 @@ class ParamSync {
   size_t flying_ = 0;  // the fragment in flight (or arrived)
   std::vector<float> buf_;  // one fragment's range of the wire layout
   std::vector<float> anchor_, momentum_;
+  std::vector<float> kept_anchor_, kept_momentum_, kept_error_;  // keep_state()'s copy
   std::vector<float> error_;     // int8: this rank's rounding error of the last sync (whole wire layout)
   // int8 overlapped: the error of the average in flight, taken as error_ once it arrives, so
   // that error_ stays the state of before start() (a snapshot reads it meanwhile; an average

@@ -106,6 +106,10 @@ class Sync {
   // The mode's own state in a checkpoint (e.g. diloco's anchor); none by default.
   virtual void save_state(io::StateWriter&) const {}
   virtual void load_state(const io::StateReader&) {}
+  // A copy of the state as it is now, for elastic training to go back to (taken at every
+  // step it may go back to, so cheaply: no serialising), and that copy as save_state writes.
+  virtual void keep_state() {}
+  virtual void save_kept_state(io::StateWriter&) const {}
 
   const SyncTraits& traits() const { return traits_; }
   // Seconds blocked on the network since the last call (the time compute did not hide).

@@ -291,10 +291,15 @@ void Transport::send_stream_hello(int p, int k) {
     send_frame(dealer(p, k), hello_text_.data(), hello_text_.size(), ZMQ_DONTWAIT);
 }
 
+bool Transport::streams_joined(int p) const {
+  for (int k = 1; k < streams_ && p != rank(); ++k)
+    if (stream_identity_[size_t(p)][size_t(k - 1)].empty() || !stream_acked_[size_t(p)][size_t(k - 1)]) return false;
+  return true;
+}
+
 bool Transport::streams_joined() const {
   for (int p = 0; p < world(); ++p)
-    for (int k = 1; k < streams_ && p != rank(); ++k)
-      if (stream_identity_[size_t(p)][size_t(k - 1)].empty() || !stream_acked_[size_t(p)][size_t(k - 1)]) return false;
+    if (!streams_joined(p)) return false;
   return true;
 }
 

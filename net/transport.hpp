@@ -109,7 +109,8 @@ class Transport final : public Link {
   // Which stream the next data message to or from rank p takes.
   int send_stream(int p) const { return int(data_sent_[size_t(p)] % uint64_t(streams_)); }
   int recv_stream(int p) const { return int(data_received_[size_t(p)] % uint64_t(streams_)); }
-  // Every stream to every rank answered our hello and said its own.
+  // Every extra stream to rank p (to every rank) answered our hello and said its own.
+  bool streams_joined(int p) const;
   bool streams_joined() const;
   void send_stream_hello(int p, int k);
   // Handles a HelloOk that rank p sent back to our hello; returns the refusal message, if any.

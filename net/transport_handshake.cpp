@@ -93,13 +93,8 @@ void Transport::handshake() {
   if (!(all(heard_) && all(acked_) && streams_joined())) {
     std::string missing, problems;
     int count = 0;
-    auto streams_of = [&](int p) {
-      for (int k = 1; k < streams_ && p != rank(); ++k)
-        if (stream_identity_[size_t(p)][size_t(k - 1)].empty() || !stream_acked_[size_t(p)][size_t(k - 1)]) return false;
-      return true;
-    };
     for (int p = 0; p < world(); ++p)
-      if (!heard_[p] || !acked_[p] || !streams_of(p)) {
+      if (!heard_[p] || !acked_[p] || !streams_joined(p)) {
         missing += (count++ ? ", " : "") + describe(p);
         if (problems.empty()) problems = link_problem(p);
       }
@@ -199,13 +194,8 @@ void Transport::handle_stream_hello(const std::string& first, int k, const Hello
     reply(identity, MsgKind::HelloOk, encode_refusal(reason, hello_text_));
     return;
   }
-  std::string& known = stream_identity_[size_t(r)][size_t(k - 1)];
-  if (known.empty()) known = identity;
-  if (known != identity) {  // one id per stream, for the life of this ring
-    hello_refusals_->refused(from, "it claims stream " + std::to_string(k) + " of rank " + std::to_string(r) + " again");
-    reply(identity, MsgKind::HelloOk, encode_refusal("that stream of rank " + std::to_string(r) + " is taken", hello_text_));
-    return;
-  }
+  // identity is "<rank r's first id>/<k>": one id per stream for the life of this ring.
+  stream_identity_[size_t(r)][size_t(k - 1)] = identity;
   reply(identity, MsgKind::HelloOk, "");
 }
 

@@ -12,14 +12,14 @@ namespace {
 constexpr const char* kComponent = "run";
 }  // namespace
 
-std::string RunState::encode(const optim::MuonAdamW& opt) const {
+std::string RunState::to_bytes(const std::vector<int64_t>& adamw_steps) const {
   io::StateWriter w;
   auto& s = w.scalars(kComponent);
   s["step"] = step;
   s["tokens_seen"] = tokens_seen;
   s["val_bpb"] = val_bpb;
   s["last_eval_step"] = last_eval_step;
-  w.int64s(std::string(kComponent) + ".adamw_steps", opt.adamw_steps());
+  w.int64s(std::string(kComponent) + ".adamw_steps", adamw_steps);
   loader.save(w);
   // The counters' state file, after its length (8 bytes, little-endian), then the sync state.
   const std::string head = w.bytes();
@@ -27,13 +27,14 @@ std::string RunState::encode(const optim::MuonAdamW& opt) const {
   return std::string(reinterpret_cast<const char*>(&n), sizeof n) + head + sync_state;
 }
 
-RunState RunState::decode(const std::string& bytes, const std::string& what, int64_t max_step, optim::MuonAdamW& opt) {
+RunState::Received RunState::from_bytes(const std::string& bytes, const std::string& what, int64_t max_step) {
   uint64_t n = 0;
   if (bytes.size() < sizeof n) throw RuntimeError(what + " is too short; every rank must run the same ringtrain build");
   std::memcpy(&n, bytes.data(), sizeof n);
   if (n > bytes.size() - sizeof n) throw RuntimeError(what + " is shorter than it says; every rank must run the same ringtrain build");
   const auto r = io::StateReader::parse(bytes.substr(sizeof n, n), what);
-  RunState in;
+  Received received;
+  RunState& in = received.run;
   in.sync_state = bytes.substr(sizeof n + n);
   in.step = r.integer(kComponent, "step");
   in.tokens_seen = r.number(kComponent, "tokens_seen");
@@ -43,29 +44,8 @@ RunState RunState::decode(const std::string& bytes, const std::string& what, int
       in.last_eval_step < -1 || in.last_eval_step > in.step)
     throw RuntimeError(what + " holds impossible counters; every rank must run the same ringtrain build");
   in.loader = data::LoaderState::load(r);
-  opt.set_adamw_steps(r.int64s(std::string(kComponent) + ".adamw_steps"));
-  return in;
-}
-
-void StateSnapshot::take(const model::ParamSet& params, const optim::MuonAdamW& opt, const RunState& run) {
-  params_.assign(params.data(), params.data() + params.size());
-  opt.take_snapshot(opt_);
-  run_.loader = run.loader;
-  run_.tokens_seen = run.tokens_seen;
-  run_.sync_state.clear();
-  sync_pending_ = true;
-  run_.step = step_ = run.step;
-}
-
-void StateSnapshot::restore(model::ParamSet& params, optim::MuonAdamW& opt, RunState& run) const {
-  if (step_ < 0) throw RuntimeError("no snapshot to go back to (internal error)");
-  if (sync_pending_) throw RuntimeError("the snapshot's sync state was never set (internal error)");
-  std::copy(params_.begin(), params_.end(), params.data());
-  opt.restore_snapshot(opt_);
-  run.loader = run_.loader;
-  run.tokens_seen = run_.tokens_seen;
-  run.sync_state = run_.sync_state;
-  run.step = run_.step;
+  received.adamw_steps = r.int64s(std::string(kComponent) + ".adamw_steps");
+  return received;
 }
 
 }  // namespace rt::train

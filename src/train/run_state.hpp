@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ringtrain/data/loader.hpp"
@@ -24,11 +25,28 @@ struct RunState {
 
   // For a state transfer to another rank: the counters and the loader as a state file,
   // AdamW's step counts (they travel with the counters), then `sync_state`.
-  std::string encode(const optim::MuonAdamW& opt) const;
+  std::string encode(const optim::MuonAdamW& opt) const { return to_bytes(opt.adamw_steps()); }
   // The inverse, checked as bytes from the network: counters within the job's `max_step`,
   // every number finite, every size within what arrived. `what` names the sender in errors.
   static RunState decode(const std::string& bytes, const std::string& what, int64_t max_step, optim::MuonAdamW& opt);
+
+  // The two halves that touch no optimizer (the parser alone is fuzzed: fuzz_state_transfer).
+  std::string to_bytes(const std::vector<int64_t>& adamw_steps) const;
+  struct Received;
+  static Received from_bytes(const std::string& bytes, const std::string& what, int64_t max_step);
 };
+
+struct RunState::Received {
+  RunState run;
+  std::vector<int64_t> adamw_steps;  // checked against the model by set_adamw_steps
+};
+
+inline RunState RunState::decode(const std::string& bytes, const std::string& what, int64_t max_step,
+                                 optim::MuonAdamW& opt) {
+  Received in = from_bytes(bytes, what, max_step);
+  opt.set_adamw_steps(in.adamw_steps);
+  return std::move(in.run);
+}
 
 // The state after some step, kept to undo the update that follows it when a lost rank cuts
 // it short (elastic training): the parameters, the optimizer, and the run's step, tokens,

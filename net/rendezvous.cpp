@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -90,7 +91,7 @@ double attempt_timeout(const RendezvousOptions& o, int unanswered) {
 // (twice in a row), or it has been silent for the peer timeout. A slow rank is never taken
 // for a gone one sooner: two lobbies that each thought the other gone would form two rings.
 struct PeerView {
-  enum Seen { Unsure, Absent, Other, Running, Lobby, Starting } seen = Unsure;
+  enum Seen { Unsure, Absent, Other, Running, Lobby, Starting, Done } seen = Unsure;
   int64_t epoch = -1;
   uint64_t lineage = 0;
   int64_t step = -1;
@@ -129,6 +130,7 @@ PeerView parse_status(const std::string& answer) {
   v.seen = a.kind == wire::StatusAnswer::Running    ? PeerView::Running
            : a.kind == wire::StatusAnswer::Lobby    ? PeerView::Lobby
            : a.kind == wire::StatusAnswer::Starting ? PeerView::Starting
+           : a.kind == wire::StatusAnswer::Done     ? PeerView::Done
                                                     : PeerView::Other;
   v.epoch = a.epoch, v.lineage = a.lineage, v.step = a.step;
   return v;
@@ -146,7 +148,7 @@ class Lobby {
       if (other_) return other_(request);
       return "error: the job is re-forming its ring; ask again in a few seconds";
     }
-    if (w.size() == 2 && w[1] == "status")
+    if (wire::is_status_request(w, world_))
       return "elastic lobby " + std::to_string(mine_.epoch) + " " + lineage_text(mine_.lineage);
     if (w.size() == 3 && w[1] == "join") return "elastic wait";
     if (w.size() == 8 && w[1] == "checkin") return checkin(w);
@@ -242,7 +244,7 @@ class Probes {
         ++refusals;
       } else {
         try {
-          v = parse_status(request(peer.text(), "elastic status", attempt_timeout(o_, unanswered), o_.key));
+          v = parse_status(request(peer.text(), wire::status_request(o_.rank), attempt_timeout(o_, unanswered), o_.key));
           answered = true, last_answer = Clock::now(), refusals = 0, unanswered = 0;
         } catch (const std::exception&) {
           ++unanswered;
@@ -307,6 +309,8 @@ Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
       throw RuntimeError("the ranks did not agree on a new ring within " + std::to_string(int(o.timeout_s)) +
                          " s; check that every live rank can reach the others' ports");
     const auto views = probes.views();
+    for (int p = 0; p < world; ++p)
+      if (views[size_t(p)].seen == PeerView::Done) throw JobFinished(p, views[size_t(p)].step);
     bool unsure = false, newer_running = false, running = false;
     std::vector<int> present{o.rank};
     for (int p = 0; p < world; ++p) {
@@ -358,7 +362,7 @@ Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
 std::optional<std::string> answer_while_running(const std::string& request, const RunningRing& ring, int64_t max_step) {
   const auto w = words(request);
   if (w.empty() || w[0] != "elastic") return std::nullopt;
-  if (w.size() == 2 && w[1] == "status")
+  if (wire::is_status_request(w, ring.world))
     return "elastic running " + std::to_string(ring.epoch) + " " + lineage_text(ring.lineage) + " " + std::to_string(ring.step);
   int64_t rank;
   if (w.size() == 3 && w[1] == "join" && wire::parse_int(w[2], 0, ring.world - 1, rank)) {
@@ -376,17 +380,65 @@ std::optional<std::string> answer_while_running(const std::string& request, cons
 
 bool job_is_running(const RendezvousOptions& o) {
   std::vector<std::thread> threads;
-  std::atomic<bool> running{false};
+  std::vector<PeerView> views(o.peers.size());
   for (int p = 0; p < int(o.peers.size()); ++p)
     if (p != o.rank)
       threads.emplace_back([&, p] {
-        if (auto reply = ask(o, p, "elastic status")) {
-          auto v = parse_status(*reply);
-          if (v.seen == PeerView::Running || v.seen == PeerView::Lobby) running = true;
-        }
+        if (auto reply = ask(o, p, wire::status_request(o.rank))) views[size_t(p)] = parse_status(*reply);
       });
   for (auto& t : threads) t.join();
-  return running;
+  for (int p = 0; p < int(views.size()); ++p)
+    if (views[size_t(p)].seen == PeerView::Done) throw JobFinished(p, views[size_t(p)].step);
+  return std::any_of(views.begin(), views.end(), [](const PeerView& v) { return v.seen == PeerView::Running || v.seen == PeerView::Lobby; });
+}
+
+bool tell_missing_ranks_the_job_is_done(const RendezvousOptions& o, int64_t epoch, uint64_t lineage, int64_t step,
+                                        const std::vector<int>& missing, double seconds) {
+  const int world = int(o.peers.size());
+  std::mutex mu;
+  std::condition_variable told_all;
+  std::vector<int> waiting = missing;  // not yet told
+  const std::string done = wire::encode_done(epoch, lineage, step);
+  CommOptions co;
+  co.rank = 0;
+  co.peers = {o.peers[size_t(o.rank)]};
+  co.job_id = o.job_id + "#done";
+  co.key = o.key;
+  co.insecure = o.insecure;
+  co.log = o.log;
+  co.listen_only = true;
+  // Whatever a missing rank asks about membership (where we stand, to join, a check-in) is
+  // answered "done"; a status request names its asker, who is then told.
+  co.service_handler = [&](const std::string& req) -> std::string {
+    const auto w = words(req);
+    if (w.empty() || w[0] != "elastic") return o.other_requests ? o.other_requests(req) : "error: the job is done";
+    int asker = -1;
+    if (wire::is_status_request(w, world, &asker) && asker >= 0) {
+      std::lock_guard lk(mu);
+      std::erase(waiting, asker);
+      if (waiting.empty()) told_all.notify_all();
+    }
+    return done;
+  };
+  try {
+    Communicator listener(std::move(co));
+    std::unique_lock lk(mu);
+    told_all.wait_for(lk, std::chrono::duration<double>(std::max(0.0, seconds)), [&] { return waiting.empty(); });
+    const std::vector<int> untold = waiting;
+    lk.unlock();
+    if (untold.empty()) {
+      // The last one told may still be reading the answer: a moment before the port closes.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (o.log) o.log("every rank that missed the end was told that the job is done");
+    } else if (o.log) {
+      o.log("no restart of rank(s) " + wire::list_text(untold) + " asked within " + std::to_string(int(seconds)) +
+            " s; a later one waits for the others and fails (the job's final checkpoints are on the other ranks)");
+    }
+    return true;
+  } catch (const std::exception& e) {
+    if (o.log) o.log(std::string("could not keep answering on this rank's port that the job is done: ") + e.what());
+    return false;
+  }
 }
 
 MergeVerdict seek_other_lineage(const RendezvousOptions& o, const std::vector<int>& members, uint64_t lineage,

@@ -128,6 +128,20 @@ std::optional<std::pair<int, MemberState>> decode_checkin(const std::vector<std:
   return std::make_pair(int(rank), MemberState{epoch, *lineage, std::move(*members), step, oldest});
 }
 
+bool is_status_request(const std::vector<std::string>& w, int world, int* asker) {
+  int64_t rank = -1;
+  if (w.size() < 2 || w.size() > 3 || w[0] != "elastic" || w[1] != "status") return false;
+  if (w.size() == 3 && !parse_int(w[2], 0, world - 1, rank)) return false;
+  if (asker) *asker = int(rank);
+  return true;
+}
+
+std::string status_request(int asker) { return "elastic status " + std::to_string(asker); }
+
+std::string encode_done(int64_t epoch, uint64_t lineage, int64_t step) {
+  return "elastic done " + std::to_string(epoch) + " " + lineage_text(lineage) + " " + std::to_string(step);
+}
+
 StatusAnswer parse_status(const std::string& answer) {
   const auto w = words(answer);
   StatusAnswer a;
@@ -140,6 +154,7 @@ StatusAnswer parse_status(const std::string& answer) {
   if (w.size() < 4 || w[0] != "elastic" || !parse_int(w[2], -1, kMaxEpoch, epoch) || !(lineage = parse_lineage(w[3])))
     return a;
   if (w[1] == "running" && w.size() == 5 && parse_int(w[4], 0, kMaxStep, step)) a.kind = StatusAnswer::Running;
+  else if (w[1] == "done" && w.size() == 5 && parse_int(w[4], 0, kMaxStep, step)) a.kind = StatusAnswer::Done;
   else if (w[1] == "lobby" && w.size() == 4) a.kind = StatusAnswer::Lobby;
   else return a;
   a.epoch = epoch, a.lineage = *lineage, a.step = step;

@@ -36,16 +36,24 @@ std::string encode_checkin(int rank, const MemberState& s);
 std::optional<std::pair<int, MemberState>> decode_checkin(const std::vector<std::string>& w, int world, int me,
                                                           int64_t max_step);
 
-// "elastic running EPOCH LINEAGE STEP" / "elastic lobby EPOCH LINEAGE" / "elastic starting":
-// the answer to "elastic status". Starting: a process that has not been handed a ring of this job since it
-// started (it makes the job's first ring with the others, or joins a running one).
+// "elastic status" or "elastic status RANK" (the asker's rank, below `world`): where the
+// rank asked stands. The rank lets a rank that finished the job stop telling it so.
+bool is_status_request(const std::vector<std::string>& w, int world, int* asker = nullptr);
+std::string status_request(int asker);
+
+// "elastic running EPOCH LINEAGE STEP" / "elastic lobby EPOCH LINEAGE" / "elastic starting" /
+// "elastic done EPOCH LINEAGE STEP": the answer to "elastic status". Starting: a process that
+// has not been handed a ring of this job since it started (it makes the job's first ring with
+// the others, or joins a running one). Done: the job reached its last step, STEP, without
+// the asker (a rank that finished tells the ranks it missed, for a while).
 struct StatusAnswer {
-  enum Kind { Other, Running, Lobby, Starting } kind = Other;  // Other: none of these, or not understood
+  enum Kind { Other, Running, Lobby, Starting, Done } kind = Other;  // Other: none of these, or not understood
   int64_t epoch = -1;
   uint64_t lineage = 0;
-  int64_t step = -1;  // Running only
+  int64_t step = -1;  // Running and Done only
 };
 StatusAnswer parse_status(const std::string& answer);
+std::string encode_done(int64_t epoch, uint64_t lineage, int64_t step);
 
 // "elastic merge LINEAGE STEP": a ring of another lineage asks which of the two yields;
 // answered "elastic yield" (the asker yields) or "elastic stay" (the one asked does).

@@ -130,6 +130,8 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
       ("job-id", "job name checked at the handshake", cxxopts::value<std::string>()->default_value("ringtrain"))
       ("min-ranks", "a lost rank does not stop the job while at least this many ranks live (the others re-form the ring and go on; a restarted rank rejoins); below it, the ranks checkpoint and exit 1. Default: a majority (more than half) of 3 or more ranks, so the two sides of a network partition never both train on; 1 of 2 ranks",
        cxxopts::value<int>()->default_value("0"))
+      ("done-linger", "a job that reaches its last step without some ranks: each finished rank tells their restarts for up to this many seconds that the job is done, so that they exit 0 instead of waiting for a ring that never runs again (0: not at all)",
+       cxxopts::value<double>()->default_value("60"))
       ("max-reforms", "the watchdog: after K re-forms of the ring with no step completed in between, every rank saves its last good state and exits 1, naming the rank that keeps breaking the ring (0: never)",
        cxxopts::value<int>()->default_value("10"))
       ("connect-timeout", "seconds to wait for every rank to arrive", cxxopts::value<double>()->default_value("120"))
@@ -199,6 +201,7 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
     o.job_id = r["job-id"].as<std::string>();
     o.min_ranks = r["min-ranks"].as<int>();
     o.max_reforms = r["max-reforms"].as<int>();
+    o.done_linger_s = r["done-linger"].as<double>();
     o.connect_timeout_s = r["connect-timeout"].as<double>();
     o.peer_timeout_s = r["peer-timeout"].as<double>();
     o.stall_timeout_s = r["stall-timeout"].as<double>();
@@ -269,6 +272,7 @@ bool parse_train_flags(int argc, char** argv, TrainOptions& o) {
               " ranks, 0-based)");
   // 0: the default. With 3 or more ranks a majority, so that at most one side of a partition
   // goes on; with 2, going on alone is what a reboot of the other host needs (docs/elastic.md).
+  require(o.done_linger_s >= 0 && o.done_linger_s <= 86400, "--done-linger must be 0 to 86400 seconds");
   require(o.max_reforms >= 0, "--max-reforms must be 0 (no watchdog) or the number of re-forms without a step after which the job stops");
   if (o.min_ranks == 0) o.min_ranks = o.world() >= 3 ? o.world() / 2 + 1 : 1;
   require(o.min_ranks >= 1 && o.min_ranks <= o.world(),

@@ -246,7 +246,11 @@ int Trainer::run() {
   const std::string schedule = o_.resolve_horizon(cfg_);
   // Elastic: any rank may become the lowest live one, which writes the metrics.
   if (o_.metrics_path.empty() && (o_.rank == 0 || o_.elastic())) o_.metrics_path = (fs::path(o_.out_dir) / "metrics.jsonl").string();
-  connect();
+  try {
+    connect();
+  } catch (const net::JobFinished& e) {
+    return finished_without_this_rank(e);
+  }
   build();
   resume_or_init();
   if (ring_->index() == 0) metrics_.open(o_.metrics_path, o_.resume || joining_ ? run_.step : -1);
@@ -281,6 +285,9 @@ int Trainer::run() {
     progress_->finish();
     logf("%s", e.what());
     throw;
+  } catch (const net::JobFinished& e) {  // cut off, the others ended the job meanwhile
+    progress_->finish();
+    return finished_without_this_rank(e);
   } catch (const std::exception& e) {  // any other failure: keep the last good state
     progress_->finish();
     logf("%s", e.what());
@@ -292,6 +299,16 @@ int Trainer::run() {
   save_checkpoint(stopping ? "stop requested" : run_.step >= o_.steps ? "final" : "--stop-after");
   if (stopping) logf("stopped on request at step %lld; continue with --resume", (long long)run_.step);
   else logf("done: step %lld, val bpb %.4f", (long long)run_.step, run_.val_bpb);
+  if (!stopping && run_.step >= o_.steps) {
+    sync_.reset();  // nothing in flight after the last step; the ring closes next
+    ring_->tell_missing_ranks_done(run_.step);
+  }
+  return 0;
+}
+
+int Trainer::finished_without_this_rank(const net::JobFinished& e) {
+  logf("the job finished without this rank: %s (its final checkpoint is in that rank's --out); nothing to train",
+       e.what());
   return 0;
 }
 

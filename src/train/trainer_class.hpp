@@ -51,6 +51,9 @@ class Trainer final : private RingChange {
   void resume_from_checkpoint();
   // --resume of a job whose --steps this rank's checkpoints reached already: says so (exit 0).
   bool job_already_done() const;
+  // A rank asked said the job reached its last step without this one (net::JobFinished):
+  // logged; exits 0.
+  int finished_without_this_rank(const net::JobFinished& e);
   // The resumed checkpoints' lineage, the same on every rank (else a UsageError), goes on.
   void agree_lineage(uint64_t lineage);
   void save_checkpoint(const char* why);

@@ -46,6 +46,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const auto st = wire::parse_status(in);
   if (st.kind != wire::StatusAnswer::Other && (st.epoch < -1 || st.epoch > wire::kMaxEpoch || st.lineage >> 63)) __builtin_trap();
+  if (st.kind == wire::StatusAnswer::Done) {  // a finished job: its step is within bounds and reads back the same
+    if (st.step < 0 || st.step > wire::kMaxStep) __builtin_trap();
+    const auto again = wire::parse_status(wire::encode_done(st.epoch, st.lineage, st.step));
+    if (again.kind != st.kind || again.epoch != st.epoch || again.lineage != st.lineage || again.step != st.step) __builtin_trap();
+  }
+  int asker = -2;
+  if (wire::is_status_request(w, kWorld, &asker) && (asker < -1 || asker >= kWorld)) __builtin_trap();
   if (auto merge = wire::decode_merge(w)) {
     if (merge->first == 0 || merge->first >> 63 || merge->second < 0 || merge->second > wire::kMaxStep) __builtin_trap();
     if (wire::decode_merge(wire::words(wire::encode_merge(merge->first, merge->second))) != merge) __builtin_trap();

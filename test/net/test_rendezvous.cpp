@@ -137,6 +137,8 @@ BOOST_AUTO_TEST_CASE(a_running_ring_decides_once_which_lineage_yields) {
     return it->second;
   };
   BOOST_TEST(*answer_while_running("elastic status", ring, 1000) == "elastic running 4 00000000000000a1 60");
+  BOOST_TEST(*answer_while_running("elastic status 1", ring, 1000) == "elastic running 4 00000000000000a1 60");
+  BOOST_TEST(*answer_while_running("elastic status 2", ring, 1000) == "elastic notcoord");  // no such rank
   BOOST_TEST(*answer_while_running("elastic merge 00000000000000b2 59", ring, 1000) == "elastic yield");
   BOOST_TEST(*answer_while_running("elastic merge 00000000000000b2 99", ring, 1000) == "elastic yield");  // decided
   BOOST_TEST(*answer_while_running("elastic merge 00000000000000c3 61", ring, 1000) == "elastic stay");
@@ -163,6 +165,51 @@ BOOST_AUTO_TEST_CASE(a_rank_starting_afresh_is_not_waited_for) {
   BOOST_TEST(took < 10, "the rendezvous took " << took << " s");
   BOOST_TEST(m.members == std::vector<int>{0});
   BOOST_TEST(m.target_step == 50);
+}
+
+// Rank 0 finished the job (step 77) without rank 1: its port tells rank 1's probe, and its
+// rendezvous, that the job is done (JobFinished), and stops telling once rank 1 has asked.
+// Nobody asking, it stops when its time is up.
+BOOST_AUTO_TEST_CASE(a_finished_rank_tells_a_missing_one_that_the_job_is_done) {
+  const int first_port = nettest::port_base(0) + 4;
+  RendezvousOptions finished, missing;
+  finished.rank = 0, missing.rank = 1;
+  finished.peers = missing.peers = parse_peers(nettest::loopback_peers(2, first_port));
+  finished.job_id = missing.job_id = "done-test";
+  missing.timeout_s = 20, missing.probe_timeout_s = 1, missing.max_step = 100;
+  auto telling = std::async(std::launch::async, [&] {
+    return tell_missing_ranks_the_job_is_done(finished, 2, 0xa1, 77, {1}, 60);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  bool told = false;
+  for (int i = 0; i < 50 && !told; ++i) {  // the port opens on the other thread
+    try {
+      job_is_running(missing);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } catch (const JobFinished& e) {
+      told = true;
+      BOOST_TEST(e.rank == 0);
+      BOOST_TEST(e.step == 77);
+      BOOST_TEST(std::string(e.what()) == "ring member 0 says the job finished at step 77");
+    }
+  }
+  BOOST_REQUIRE(told);
+  BOOST_REQUIRE(telling.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  BOOST_TEST(telling.get());
+  BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10);
+
+  // The rendezvous of a rank still in the job's ring meets the same answer.
+  telling = std::async(std::launch::async, [&] { return tell_missing_ranks_the_job_is_done(finished, 2, 0xa1, 77, {1}, 60); });
+  MemberState mine;
+  mine.epoch = 2, mine.lineage = 0xa1, mine.members = {0, 1}, mine.step = 40, mine.oldest_step = 40;
+  BOOST_CHECK_THROW(rt::net::rendezvous(missing, mine), JobFinished);
+  BOOST_REQUIRE(telling.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+
+  // Nobody asks: the port closes when the time is up.
+  const auto t1 = std::chrono::steady_clock::now();
+  BOOST_TEST(tell_missing_ranks_the_job_is_done(finished, 2, 0xa1, 77, {1}, 1.5));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  BOOST_TEST((waited >= 1.4 && waited < 5), "waited " << waited << " s");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

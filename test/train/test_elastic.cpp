@@ -356,6 +356,65 @@ BOOST_AUTO_TEST_CASE(stopped_rank_is_dropped_and_rejoins_after_sigcont) {
   check_every_step_once(metrics);
 }
 
+// A rank away when the job reaches its last step: without a word from the others its restart
+// would wait for a ring that never runs again, time out, be restarted by its supervisor, and
+// so on forever. The finished ranks tell it that the job is done instead (it exits 0 at once,
+// saying so), and stop as soon as it has been told rather than waiting out --done-linger.
+BOOST_AUTO_TEST_CASE(rank_restarted_after_the_job_finished_is_told_it_is_done) {
+  const int port = nettest::port_base(3);
+  const std::string run = run_dir("el-done"), metrics = run + "/metrics.jsonl";
+  const std::vector<std::string> flags = {"--steps", "24", "--eval-every", "0", "--done-linger", "300"};
+  auto ranks = start_ranks("el-done", {2, 2, 2}, port, flags);
+  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 4, kWait), all_logs(ranks));
+  ::kill(ranks[2].pid, SIGKILL);
+  nettest::wait_one(ranks[2], 10);
+  auto lingering = [&](int r) { return nettest::contains(ranks[size_t(r)].err(), "rank(s) 2 missed the end of the job"); };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!(lingering(0) && lingering(1)) && seconds_since(t0) < kWait) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  BOOST_REQUIRE_MESSAGE(lingering(0) && lingering(1), all_logs(ranks));
+  BOOST_TEST(last_step(metrics) == 24);
+  BOOST_TEST(nettest::alive(ranks[0].pid));
+  BOOST_TEST(nettest::alive(ranks[1].pid));
+
+  const auto t1 = std::chrono::steady_clock::now();
+  ranks[2] = start_rank("el-done", {2, 2, 2}, port, flags, 2, "el-done-r2-again");
+  nettest::wait_one(ranks[2], 60);
+  BOOST_TEST(ranks[2].exit_code == 0, ranks[2].err());
+  BOOST_TEST(nettest::contains(ranks[2].err(), "the job finished without this rank: ring member "), ranks[2].err());
+  BOOST_TEST(nettest::contains(ranks[2].err(), " says the job finished at step 24"), ranks[2].err());
+  ranks.pop_back();
+  nettest::wait_all(ranks, 60);
+  const double took = seconds_since(t1);
+  for (int r : {0, 1}) BOOST_TEST(ranks[size_t(r)].exit_code == 0, ranks[size_t(r)].err());
+  BOOST_TEST(took < 60, "ranks 0 and 1 exited " << took << " s after rank 2 restarted (--done-linger 300)");
+  BOOST_TEST(last_step(metrics) == 24);  // rank 2 trained nothing
+  for (int r : {0, 1})
+    BOOST_TEST(nettest::contains(ranks[size_t(r)].err(), "every rank that missed the end was told"), ranks[size_t(r)].err());
+}
+
+// The same for a rank that is still in the job's last ring when the others finish without it
+// (stopped past the peer timeout, woken after the end): its re-form meets the finished ranks'
+// answer and it exits 0 instead of waiting in a lobby alone.
+BOOST_AUTO_TEST_CASE(rank_woken_after_the_job_finished_is_told_it_is_done) {
+  const int port = nettest::port_base(3);
+  const std::string run = run_dir("el-done-stop"), metrics = run + "/metrics.jsonl";
+  const std::vector<std::string> flags = {"--steps", "24", "--eval-every", "0", "--done-linger", "300"};
+  auto ranks = start_ranks("el-done-stop", {2, 2, 2}, port, flags);
+  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 4, kWait), all_logs(ranks));
+  ::kill(ranks[2].pid, SIGSTOP);
+  auto lingering = [&](int r) { return nettest::contains(ranks[size_t(r)].err(), "rank(s) 2 missed the end of the job"); };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!(lingering(0) && lingering(1)) && seconds_since(t0) < kWait) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  BOOST_REQUIRE_MESSAGE(lingering(0) && lingering(1), all_logs(ranks));
+  ::kill(ranks[2].pid, SIGCONT);
+  nettest::wait_all(ranks, 90);
+  for (int r : {0, 1, 2}) BOOST_TEST(ranks[size_t(r)].exit_code == 0, ranks[size_t(r)].err());
+  BOOST_TEST(nettest::contains(ranks[2].err(), " says the job finished at step 24"), ranks[2].err());
+  for (int r : {0, 1})
+    BOOST_TEST(nettest::contains(ranks[size_t(r)].err(), "every rank that missed the end was told"), ranks[size_t(r)].err());
+  BOOST_TEST(seconds_since(t0) < 150, "the job took " << seconds_since(t0) << " s to end (--done-linger 300)");
+}
+
 // --sync diloco: the ranks run free between averages, so a loss takes the ring back to the
 // last average (the anchor and outer momentum go on), and a restarted rank joins at an average.
 BOOST_AUTO_TEST_CASE(diloco_rank_is_dropped_then_rejoins_at_an_average) {

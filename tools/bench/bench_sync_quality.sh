@@ -104,7 +104,15 @@ def mean_bpb(name):
 grad, diloco = mean_bpb("grad"), mean_bpb("diloco")
 pct = lambda a, b: f"{100 * (a / b - 1):+.2f}%" if b else "-"
 print(f"seeds: {' '.join(seeds)} (val bpb: the mean over them, then each seed's)")
-print("| sync | wire | final val bpb | per seed | vs grad | vs diloco f32 | MB sent per H steps (rank 0) | MB in its busiest step |\n|---|---|---|---|---|---|---|---|")
+# Seeds swing a run by several percent (the outer steps of small H make loss spikes whose
+# course differs from one run to the next), so each run is also set against f32 diloco of
+# its own seed: the mean of those per-seed ratios, +- its standard error.
+def paired(name):
+    if "diloco" not in runs or len(seeds) < 2:
+        return "-"
+    r = [a["val_bpb"] / b["val_bpb"] - 1 for (a, _), (b, _) in zip(results(name), results("diloco"))]
+    return f"{100 * statistics.mean(r):+.2f}% +- {100 * statistics.stdev(r) / len(r) ** 0.5:.2f}%"
+print("| sync | wire | final val bpb | per seed | vs grad | vs diloco f32 | per seed vs diloco f32 (mean +- s.e.) | MB sent per H steps (rank 0) | MB in its busiest step |\n|---|---|---|---|---|---|---|---|---|")
 for name, wire in (("grad", "f32"), ("avg", "f32"), ("avg-overlap", "f32"), ("diloco", "f32"), ("diloco-bf16", "bf16"),
                    ("diloco-int8", "int8"), ("diloco-int4", "int4"), ("avg-overlap-int8", "int8"),
                    ("avg-overlap-int4", "int4"), ("diloco-stream-int8", "int8"), ("diloco-stream-int4", "int4")):
@@ -117,5 +125,5 @@ for name, wire in (("grad", "f32"), ("avg", "f32"), ("avg-overlap", "f32"), ("di
     per_sync = "-" if name == "grad" else f"{mb:.2f}"
     label = name.replace('-' + wire, '').replace("diloco-stream", f"diloco, {os.environ.get('FRAGMENTS', '?')} fragments, overlapped")
     print(f"| {label} | {wire} | {bpb:.4f} (step {ev['step']}, {ev['tokens']:.0f} tokens) | {per_seed} | "
-          f"{pct(bpb, grad)} | {pct(bpb, diloco)} | {per_sync} | {busiest:.2f} |")
+          f"{pct(bpb, grad)} | {pct(bpb, diloco)} | {paired(name)} | {per_sync} | {busiest:.2f} |")
 PY

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/errors.hpp"
 #include "ringtrain/net/communicator.hpp"
 
 namespace rt::net {
@@ -128,9 +129,29 @@ enum class MergeVerdict { None, Yield, Stay };
 MergeVerdict seek_other_lineage(const RendezvousOptions& options, const std::vector<int>& members, uint64_t lineage,
                                 int64_t step, const std::function<bool()>& stop);
 
+// Another rank answered that the job reached its last step without this one (see
+// tell_missing_ranks_the_job_is_done): thrown by job_is_running and rendezvous, so that a
+// rank restarted too late exits instead of waiting for a ring that will never run again.
+struct JobFinished : RuntimeError {
+  JobFinished(int rank, int64_t step)
+      : RuntimeError("ring member " + std::to_string(rank) + " says the job finished at step " + std::to_string(step)),
+        rank(rank), step(step) {}
+  int rank;
+  int64_t step;
+};
+
 // Asks every other rank whether the job runs (a restarted process uses it to rejoin
 // instead of starting a new job). True when some rank answers that it runs a ring or is in
-// a lobby.
+// a lobby; JobFinished when one answers that the job is done.
 bool job_is_running(const RendezvousOptions& options);
+
+// The job reached its last step, `step`, in a ring of `epoch` and `lineage` without the
+// ranks `missing`. For up to `seconds`, this rank's port answers their probes and requests
+// that the job is done (a rank restarted by its supervisor would otherwise wait for a ring
+// that never runs again, time out and be restarted, over and over); other requests go to
+// options.other_requests. Returns once every one of `missing` has been told, or the time is
+// up; false when the port could not be listened on.
+bool tell_missing_ranks_the_job_is_done(const RendezvousOptions& options, int64_t epoch, uint64_t lineage, int64_t step,
+                                        const std::vector<int>& missing, double seconds);
 
 }  // namespace rt::net

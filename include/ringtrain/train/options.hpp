@@ -70,6 +70,9 @@ struct TrainOptions {
   // The watchdog: after this many re-forms of the ring with no step completed in between, every
   // rank saves its last good state and exits 1, naming the rank that keeps breaking the ring.
   int max_reforms = 10;  // 0: no watchdog
+  // A job that reaches its last step without some of its ranks: each finished rank keeps
+  // telling their restarts, for up to this long, that the job is done (0: not at all).
+  double done_linger_s = 60;
   double connect_timeout_s = 120;
   double peer_timeout_s = net::kDefaultPeerTimeoutS;
   double stall_timeout_s = net::kDefaultStallTimeoutS;  // no progress in a collective: fail

@@ -141,6 +141,20 @@ net::RendezvousOptions ElasticRing::rendezvous_options(double timeout_s, std::ve
   return ro;
 }
 
+void ElasticRing::tell_missing_ranks_done(int64_t step) {
+  if (!o_.distributed() || !o_.elastic() || o_.done_linger_s <= 0) return;
+  std::vector<int> missing;
+  for (int r = 0; r < o_.world(); ++r)
+    if (!std::binary_search(members_.begin(), members_.end(), r)) missing.push_back(r);
+  if (missing.empty()) return;
+  close();
+  std::string ranks;
+  for (int r : missing) ranks += (ranks.empty() ? "" : " ") + std::to_string(r);
+  logf("rank(s) %s missed the end of the job: telling their restarts for up to %.0f s (--done-linger) that it is done",
+       ranks.c_str(), o_.done_linger_s);
+  net::tell_missing_ranks_the_job_is_done(rendezvous_options(0), epoch_, lineage_, step, missing, o_.done_linger_s);
+}
+
 bool ElasticRing::job_is_running() {
   if (!o_.distributed() || !o_.elastic()) return false;
   // For the test of a rank restarted while the others re-form only:

@@ -95,6 +95,10 @@ class ElasticRing {
   bool giving_up() const { return giving_up_; }
   // For `ringtrain status`: every original rank as live or lost in the current ring.
   void show_membership();
+  // The job reached its last step, `step`: when some ranks are not in the ring, the ring is
+  // closed and this rank's port tells their restarts that the job is done, until each one
+  // has been told or --done-linger passes (net::tell_missing_ranks_the_job_is_done).
+  void tell_missing_ranks_done(int64_t step);
   // Stops the communicator (and its thread, which answers service requests).
   void close() {
     stop_heal_probe();

@@ -7,6 +7,7 @@
 //   --resume of another model  train_bad_input/checkpoint_of_another_config_is_refused_and_kept
 //   --data not a directory   train_bad_input/missing_data_dir
 //   connection cut (integrity)  net/hostile/a_flipped_byte_breaks_the_connection_and_names_the_peer
+//   the job finished without this rank  elastic/rank_restarted_after_the_job_finished_is_told_it_is_done
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>

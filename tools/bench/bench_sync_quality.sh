@@ -7,7 +7,7 @@
 # of each against grad and against f32 diloco, the bytes rank 0 sent per H steps and in its
 # busiest step, and plots the curves in one PNG.
 #
-#   tools/bench/bench_sync_quality.sh [--depth 4] [--steps 400] [--every 8] [--fragments 4] [--out runs/sync-quality] [--data DIR]
+#   tools/bench/bench_sync_quality.sh [--depth 4] [--steps 400] [--every 8] [--fragments 4] [--stream-overlap 1] [--out runs/sync-quality] [--data DIR]
 #                               [--seeds "42"] [--runs "grad avg avg-overlap diloco diloco-bf16 diloco-int8 diloco-int4 avg-overlap-int8 avg-overlap-int4 diloco-stream-int8 diloco-stream-int4"]
 #                               [--reuse]
 #
@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
-depth=4 steps=400 every=8 fragments=4 out=runs/sync-quality data="" port=29520 seeds=42
+depth=4 steps=400 every=8 fragments=4 stream_overlap=1 out=runs/sync-quality data="" port=29520 seeds=42
 runs="grad avg avg-overlap diloco diloco-bf16 diloco-int8 diloco-int4 avg-overlap-int8 avg-overlap-int4 diloco-stream-int8 diloco-stream-int4" reuse=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -28,6 +28,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --every) every=$2; shift 2 ;;
     --fragments) fragments=$2; shift 2 ;;
+    --stream-overlap) stream_overlap=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
@@ -73,7 +74,9 @@ run diloco-int8 --sync diloco --sync-every "$every" --wire int8
 run diloco-int4 --sync diloco --sync-every "$every" --wire int4
 run avg-overlap-int8 --sync avg --sync-every "$every" --sync-overlap --wire int8
 run avg-overlap-int4 --sync avg --sync-every "$every" --sync-overlap --wire int4
-stream=(--sync diloco --sync-every "$every" --sync-fragments "$fragments" --sync-overlap --overlap-steps $((every / fragments)))
+# --overlap-steps of streaming averages: 1 by default (see docs/benchmarks.md: with 3 or more
+# fragments at H=8, 2 steps cost quality where 1 does not).
+stream=(--sync diloco --sync-every "$every" --sync-fragments "$fragments" --sync-overlap --overlap-steps "$stream_overlap")
 run diloco-stream-int8 "${stream[@]}" --wire int8
 run diloco-stream-int4 "${stream[@]}" --wire int4
 plots=() labels=() first_seed=${seeds%% *}
@@ -83,7 +86,7 @@ for name in grad avg avg-overlap diloco diloco-int8 diloco-int4; do
 done
 [ ${#plots[@]} = 0 ] || "$py" tools/plot/plot_metrics.py "${plots[@]}" "${labels[@]}" --out "$out/sync-quality.png" \
   --title "d$depth, 2 ranks: gradient vs parameter averaging"
-FRAGMENTS=$fragments "$py" - "$out" "$every" "$seeds" "$runs" <<'PY'
+FRAGMENTS=$fragments STREAM_OVERLAP=$stream_overlap "$py" - "$out" "$every" "$seeds" "$runs" <<'PY'
 import json, os, statistics, sys
 out, every, seeds, runs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
 def final(name, seed):
@@ -123,7 +126,7 @@ for name, wire in (("grad", "f32"), ("avg", "f32"), ("avg-overlap", "f32"), ("di
     bpb = statistics.mean(e["val_bpb"] for e, _ in res)
     per_seed = " / ".join(f"{e['val_bpb']:.4f}" for e, _ in res)
     per_sync = "-" if name == "grad" else f"{mb:.2f}"
-    label = name.replace('-' + wire, '').replace("diloco-stream", f"diloco, {os.environ.get('FRAGMENTS', '?')} fragments, overlapped")
+    label = name.replace('-' + wire, '').replace("diloco-stream", f"diloco, {os.environ.get('FRAGMENTS', '?')} fragments, overlapped {os.environ.get('STREAM_OVERLAP', '?')} step(s)")
     print(f"| {label} | {wire} | {bpb:.4f} (step {ev['step']}, {ev['tokens']:.0f} tokens) | {per_seed} | "
           f"{pct(bpb, grad)} | {pct(bpb, diloco)} | {paired(name)} | {per_sync} | {busiest:.2f} |")
 PY

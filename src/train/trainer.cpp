@@ -243,6 +243,11 @@ int Trainer::run() {
   if (job_already_done()) return 0;
   cfg_ = o_.model_config(data_.vocab);
   check_fragment_count(cfg_, o_.sync_fragments);  // before the ring forms
+  if (o_.sync == SyncMode::Diloco && o_.sync_fragments >= 3 && o_.sync_overlap && o_.overlap_steps >= 2)
+    logf("note: --sync-fragments %lld --overlap-steps %lld: 3 or more diloco fragments applied 2 or more steps late ended "
+         "2-10%% above whole-model diloco in val bpb where 1 step ended at or below it (docs/benchmarks.md); "
+         "--overlap-steps 1 unless a fragment needs longer to cross the link",
+         (long long)o_.sync_fragments, (long long)o_.overlap_steps);
   const std::string schedule = o_.resolve_horizon(cfg_);
   // Elastic: any rank may become the lowest live one, which writes the metrics.
   if (o_.metrics_path.empty() && (o_.rank == 0 || o_.elastic())) o_.metrics_path = (fs::path(o_.out_dir) / "metrics.jsonl").string();

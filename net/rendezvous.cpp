@@ -268,6 +268,22 @@ class Probes {
   std::vector<std::thread> threads_;
 };
 
+// A communicator that only listens on this rank's own port and answers requests with
+// `handler` (the lobby, or a finished rank telling the missing ones): the ranks reach it at
+// the one listed port, with the job's key.
+CommOptions port_listener(const RendezvousOptions& o, const std::string& suffix, ServiceHandler handler) {
+  CommOptions co;
+  co.rank = 0;
+  co.peers = {o.peers[size_t(o.rank)]};
+  co.job_id = o.job_id + suffix;
+  co.key = o.key;
+  co.insecure = o.insecure;
+  co.log = o.log;
+  co.listen_only = true;
+  co.service_handler = std::move(handler);
+  return co;
+}
+
 std::optional<std::string> ask(const RendezvousOptions& o, int p, const std::string& text, int unanswered = 1) {
   try {
     return request(o.peers[size_t(p)].text(), text, attempt_timeout(o, unanswered), o.key);
@@ -290,16 +306,7 @@ std::string ring_job_id(const std::string& job_id, int64_t epoch, uint64_t linea
 Membership rendezvous(const RendezvousOptions& o, const MemberState& mine) {
   const int world = int(o.peers.size());
   Lobby lobby(o.rank, world, std::min(o.max_step, wire::kMaxStep), mine, o.require_state, o.other_requests);
-  CommOptions co;
-  co.rank = 0;
-  co.peers = {o.peers[size_t(o.rank)]};
-  co.job_id = o.job_id + "#lobby";
-  co.key = o.key;
-  co.insecure = o.insecure;
-  co.log = o.log;
-  co.listen_only = true;
-  co.service_handler = [&lobby](const std::string& req) { return lobby.answer(req); };
-  Communicator listener(std::move(co));
+  Communicator listener(port_listener(o, "#lobby", [&lobby](const std::string& req) { return lobby.answer(req); }));
   Probes probes(o);
   const auto start = Clock::now();
   auto last_join_ask = Clock::time_point{};
@@ -399,17 +406,9 @@ bool tell_missing_ranks_the_job_is_done(const RendezvousOptions& o, int64_t epoc
   std::condition_variable told_all;
   std::vector<int> waiting = missing;  // not yet told
   const std::string done = wire::encode_done(epoch, lineage, step);
-  CommOptions co;
-  co.rank = 0;
-  co.peers = {o.peers[size_t(o.rank)]};
-  co.job_id = o.job_id + "#done";
-  co.key = o.key;
-  co.insecure = o.insecure;
-  co.log = o.log;
-  co.listen_only = true;
   // Whatever a missing rank asks about membership (where we stand, to join, a check-in) is
   // answered "done"; a status request names its asker, who is then told.
-  co.service_handler = [&](const std::string& req) -> std::string {
+  ServiceHandler answer = [&](const std::string& req) -> std::string {
     const auto w = words(req);
     if (w.empty() || w[0] != "elastic") return o.other_requests ? o.other_requests(req) : "error: the job is done";
     int asker = -1;
@@ -421,7 +420,7 @@ bool tell_missing_ranks_the_job_is_done(const RendezvousOptions& o, int64_t epoc
     return done;
   };
   try {
-    Communicator listener(std::move(co));
+    Communicator listener(port_listener(o, "#done", std::move(answer)));
     std::unique_lock lk(mu);
     told_all.wait_for(lk, std::chrono::duration<double>(std::max(0.0, seconds)), [&] { return waiting.empty(); });
     const std::vector<int> untold = waiting;

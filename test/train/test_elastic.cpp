@@ -356,6 +356,15 @@ BOOST_AUTO_TEST_CASE(stopped_rank_is_dropped_and_rejoins_after_sigcont) {
   check_every_step_once(metrics);
 }
 
+// Waits (at most kWait) until ranks 0 and 1 have finished the job and say they are telling
+// the missing rank 2 so.
+bool ranks_0_and_1_tell_rank_2_the_job_is_done(const std::vector<Proc>& ranks) {
+  auto telling = [&](int r) { return nettest::contains(ranks[size_t(r)].err(), "rank(s) 2 missed the end of the job"); };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!(telling(0) && telling(1)) && seconds_since(t0) < kWait) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  return telling(0) && telling(1);
+}
+
 // A rank away when the job reaches its last step: without a word from the others its restart
 // would wait for a ring that never runs again, time out, be restarted by its supervisor, and
 // so on forever. The finished ranks tell it that the job is done instead (it exits 0 at once,
@@ -368,10 +377,7 @@ BOOST_AUTO_TEST_CASE(rank_restarted_after_the_job_finished_is_told_it_is_done) {
   BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 4, kWait), all_logs(ranks));
   ::kill(ranks[2].pid, SIGKILL);
   nettest::wait_one(ranks[2], 10);
-  auto lingering = [&](int r) { return nettest::contains(ranks[size_t(r)].err(), "rank(s) 2 missed the end of the job"); };
-  const auto t0 = std::chrono::steady_clock::now();
-  while (!(lingering(0) && lingering(1)) && seconds_since(t0) < kWait) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  BOOST_REQUIRE_MESSAGE(lingering(0) && lingering(1), all_logs(ranks));
+  BOOST_REQUIRE_MESSAGE(ranks_0_and_1_tell_rank_2_the_job_is_done(ranks), all_logs(ranks));
   BOOST_TEST(last_step(metrics) == 24);
   BOOST_TEST(nettest::alive(ranks[0].pid));
   BOOST_TEST(nettest::alive(ranks[1].pid));
@@ -402,10 +408,8 @@ BOOST_AUTO_TEST_CASE(rank_woken_after_the_job_finished_is_told_it_is_done) {
   auto ranks = start_ranks("el-done-stop", {2, 2, 2}, port, flags);
   BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 4, kWait), all_logs(ranks));
   ::kill(ranks[2].pid, SIGSTOP);
-  auto lingering = [&](int r) { return nettest::contains(ranks[size_t(r)].err(), "rank(s) 2 missed the end of the job"); };
   const auto t0 = std::chrono::steady_clock::now();
-  while (!(lingering(0) && lingering(1)) && seconds_since(t0) < kWait) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  BOOST_REQUIRE_MESSAGE(lingering(0) && lingering(1), all_logs(ranks));
+  BOOST_REQUIRE_MESSAGE(ranks_0_and_1_tell_rank_2_the_job_is_done(ranks), all_logs(ranks));
   ::kill(ranks[2].pid, SIGCONT);
   nettest::wait_all(ranks, 90);
   for (int r : {0, 1, 2}) BOOST_TEST(ranks[size_t(r)].exit_code == 0, ranks[size_t(r)].err());

@@ -480,6 +480,31 @@ BOOST_AUTO_TEST_CASE(streaming_fragment_in_flight_is_dropped_alike_when_a_rank_i
                                                           "--sync-overlap", "--overlap-steps", "2", "--wire", "int4"});
 }
 
+// With one step of overlap (the setting for streaming diloco) a fragment starts at every even
+// step and is applied at the odd one after it. Only the starts are points the ring goes back
+// to or lets a rank in at (an applied fragment is not one of its own: each point costs a
+// snapshot of the model), so every loss and join lands on an even step. On loopback the
+// averages are quick and a kill lands anywhere in a step: with the applies as points, each of
+// the 6 events below would land on an odd step about half the time.
+BOOST_AUTO_TEST_CASE(streaming_with_one_step_of_overlap_goes_back_to_a_fragment_start) {
+  const int port = nettest::port_base(1) + 3;
+  const std::string run = run_dir("el-stream1"), metrics = run + "/metrics.jsonl";
+  const std::vector<std::string> flags = {"--steps",        "100000", "--eval-every",     "0",    "--sync",
+                                          "diloco",         "--sync-every", "4",          "--sync-fragments",
+                                          "2",              "--sync-overlap", "--overlap-steps", "1", "--wire", "int8"};
+  auto ranks = start_ranks("el-stream1", {2, 2, 2}, port, flags);
+  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 4, kWait), all_logs(ranks));
+  for (int round = 0; round < 3; ++round) {
+    const auto [lost, joined] = lose_and_rejoin(ranks, 1, 2, metrics, [&] {
+      return start_rank("el-stream1", {2, 2, 2}, port, flags, 1, "el-stream1-r1-" + std::to_string(round));
+    });
+    for (const json& e : {lost, joined})
+      BOOST_TEST(e["step"].get<int64_t>() % 2 == 0, "not a fragment's start: " << e.dump());
+  }
+  stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  check_every_step_once(metrics);
+}
+
 // On simulated hosts (network namespaces) behind the user's firewall, which lets in only
 // TCP 29500-29510: the lobby, the rendezvous and the state all use the one listed port.
 BOOST_AUTO_TEST_CASE(firewalled_hosts_lose_and_regain_a_rank) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Shows that a change leaves training bit for bit the same: a fixed d2 run of 20 steps on two
-# local ranks with --sync grad, avg (bf16 wire), diloco (int8 wire) and diloco overlapped (int8,
-# --overlap-steps 2), once with this tree's build/ringtrain and once with a build of REV, and
+# local ranks with --sync grad, avg (bf16 wire), diloco (int8 wire), diloco overlapped (int8,
+# --overlap-steps 2) and streaming diloco (int4, 2 fragments, 1 step late), once with this tree's build/ringtrain and once with a build of REV, and
 # every rank's final model.safetensors and the tensors of its state.safetensors compared byte
 # for byte. A refactor must print "identical"
 # for every run; exit 1 names the first run that differs.
@@ -57,7 +57,8 @@ tensors_of() {  # a state.safetensors without its JSON header's scalars: the byt
 }
 status=0
 for case in "grad:--sync grad" "avg-bf16:--sync avg --sync-every 4 --wire bf16" "diloco-int8:--sync diloco --sync-every 4 --wire int8" \
-  "diloco-int8-overlap:--sync diloco --sync-every 4 --wire int8 --sync-overlap --overlap-steps 2"; do
+  "diloco-int8-overlap:--sync diloco --sync-every 4 --wire int8 --sync-overlap --overlap-steps 2" \
+  "diloco-int4-stream:--sync diloco --sync-every 4 --wire int4 --sync-fragments 2 --sync-overlap --overlap-steps 1"; do
   name=${case%%:*}
   read -r -a sync <<<"${case#*:}"
   run "$base_bin" "$work/base-$name" "${sync[@]}" || { echo "bit_identity: $name: the base build's run failed (logs in $work)"; exit 1; }

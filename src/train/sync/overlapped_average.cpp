@@ -38,8 +38,13 @@ class OverlappedAverageSync final : public AverageSync {
     }
     if (averages_all_at(plan)) average_the_rest(plan.step, f);
     // A step that applied an average is one elastic training may go back to (with nothing
-    // in flight, its parameters and its average state belong together).
-    return step_sync(plan, due);
+    // in flight, its parameters and its average state belong together). With fragments it
+    // is not: a fragment starts every H/F steps anyway, and each point costs a snapshot (a
+    // copy of the model and the sync state, ~0.7 s of the rank's one core at d8) that with
+    // one step of overlap would be paid at every step. Going back past an applied fragment to
+    // the step it started at is consistent: the sync state is kept at the snapshot, and the
+    // average in flight there is dropped alike on every survivor.
+    return step_sync(plan, due && fragments_ == 1);
   }
 
   void step_end(bool stopping) override {

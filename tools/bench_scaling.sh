@@ -55,9 +55,11 @@ if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   sed -n '2,/^set -uo pipefail/p' "$0" | sed '$d; s/^# \{0,1\}//'
   exit 0
 fi
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}
+# shellcheck source=tools/bench/bench_lib.sh
+. tools/bench/bench_lib.sh  # cpu_line, throughput_of, ratio, median
 steps=16 warmup=2 depth=8 rate="" data="" gloo_timeout=60 key="" baseline_bin="" compare_only=0 repeat="" slow=0 netem="" emulate="" slow_runs="diloco f32 8,diloco bf16 8,diloco int8 1,diloco int8 8,avg int8 8"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -118,7 +120,7 @@ in_host() { local i=$1; shift; ip netns exec "${prefix}h$i" taskset -c "$i" "$@"
 # clock, between the moments every rank had finished the window's first and last steps
 # (synced_s) or rank 0's own ends of them (elapsed_s; with avg the ranks run free between
 # syncs, so per-step times say little), else the harmonic mean of the per-step rates.
-throughput() { "$py" tools/bench/metrics_rate.py "$1" "$warmup" "$steps"; }
+throughput() { throughput_of "$1" "$warmup" "$steps"; }
 
 # Mean bytes_sent per step of rank 0 after the warm-up, in MB (10^6 bytes).
 bytes_per_step() {
@@ -128,16 +130,6 @@ recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 recs = [r for r in recs if "bytes_sent" in r][int(sys.argv[2]):]
 print("%.1f" % (sum(r["bytes_sent"] for r in recs) / len(recs) / 1e6) if recs else "-")
 PY
-}
-
-# A / B of two tok/s results ("tok/s comm_s"), as 1.23x.
-ratio() { "$py" -c "import sys; a=sys.argv[1].split()[0]; b=sys.argv[2].split()[0]; print('%.2fx' % (float(a)/float(b)) if a not in '-' and b not in '-' else '-')" "$1" "$2" 2>/dev/null || echo -; }
-
-# The median of some numbers, printed with a printf format; "-" (a run without a result) is skipped.
-median() {
-  local fmt=$1; shift
-  [ $# -gt 0 ] || { printf -; return; }
-  printf '%s\n' "$@" | grep -v '^-\|^$' | sort -n | awk -v f="$fmt" '{a[NR]=$1} END {if (NR) printf f, (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2); else printf "-"}'
 }
 
 common=(train --data "$data" --depth "$depth" --seq-len 1024 --device-batch 2 --total-batch 0 --steps 1000 --stop-after "$((steps + warmup + tail))"
@@ -171,7 +163,6 @@ run_torch() {  # name, world, seconds before the run is killed
 }
 
 echo "bench_scaling: d$depth, batch 2 x 1024 per rank, 1 thread per rank, $rate links; work dir $work" >&2
-cpu_line() { echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); flags: $(grep -m1 -o 'avx512[a-z_0-9]*\|avx2\|fma\|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"; }
 if [ "$compare_only" = 1 ]; then
   # A and B: the baseline binary against this one (both plaintext between the namespace
   # hosts, so both with --insecure, which every build since the job key has), or plaintext

@@ -25,11 +25,12 @@ bool namespaces_unavailable() {
   return true;
 }
 
-NetnsHosts::NetnsHosts(int count, const std::string& tag, const std::string& options)
+NetnsHosts::NetnsHosts(int count, const std::string& tag, const std::string& options, const std::string& layout)
     : prefix_("rt" + tag + std::to_string(getpid() % 100000) + "x"), count_(count) {
+  if (layout != "up" && layout != "sites") throw std::logic_error("NetnsHosts: layout is up or sites");
   down();  // a namespace left by a killed earlier run of this pid would make `up` fail
   std::string out;
-  if (run_shell(hosts_script() + " up " + prefix_ + " " + std::to_string(count_) + " " + options, &out) != 0) {
+  if (run_shell(hosts_script() + " " + layout + " " + prefix_ + " " + std::to_string(count_) + " " + options, &out) != 0) {
     down();
     throw std::runtime_error("creating network namespaces failed: " + out);
   }
@@ -44,5 +45,7 @@ void NetnsHosts::down() const {
 std::string NetnsHosts::ns(int i) const { return prefix_ + "h" + std::to_string(i); }
 
 std::string NetnsHosts::switch_ns() const { return prefix_ + "sw"; }
+
+std::string NetnsHosts::site_ns(char site) const { return prefix_ + "s" + site; }
 
 }  // namespace nettest

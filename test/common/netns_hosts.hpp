@@ -14,8 +14,9 @@ bool namespaces_unavailable();
 class NetnsHosts {
  public:
   // tag: a few letters that keep concurrent tests apart; options: passed to `hosts.sh up`,
-  // e.g. "--firewall 29500-29510".
-  NetnsHosts(int count, const std::string& tag, const std::string& options = "");
+  // e.g. "--firewall 29500-29510". layout: "up" (one switch) or "sites" (two sites of
+  // count/2 hosts, joined by one slow link; `hosts.sh sites` takes the options then).
+  NetnsHosts(int count, const std::string& tag, const std::string& options = "", const std::string& layout = "up");
   ~NetnsHosts();
   NetnsHosts(const NetnsHosts&) = delete;
   NetnsHosts& operator=(const NetnsHosts&) = delete;
@@ -24,6 +25,9 @@ class NetnsHosts {
   std::string ns(int i) const;
   // The switch's namespace: the bridge's, or where the link emulator runs (--link-emulator).
   std::string switch_ns() const;
+  // With layout "sites": the switch namespace of site 'a' or 'b' (its end of the slow link
+  // is the tap wan0).
+  std::string site_ns(char site) const;
 
  private:
   void down() const;

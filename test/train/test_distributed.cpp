@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/netns_hosts.hpp"
 #include "../common/spawn.hpp"
 #include "../common/readme_messages.hpp"
 #include "../common/train_fixture.hpp"
@@ -112,6 +113,48 @@ BOOST_AUTO_TEST_CASE(sites_keep_each_sites_ranks_together_on_the_ring) {
     BOOST_TEST(p.exit_code != 0);
     BOOST_TEST(p.err().find("--sites") != std::string::npos, p.err());
   }
+}
+
+// The same order on hosts at two real sites (network namespaces: hosts 0 and 1 on site a's
+// switch, 2 and 3 on site b's, the switches joined by one link), listed a, b, a, b: the
+// bytes through that link's two ends, counted by the kernel, with --sites and without. The
+// gradient's ring passes (most of the bytes) cross it twice per step with --sites and four
+// times without, so the first job must move about half the bytes of the second.
+BOOST_AUTO_TEST_CASE(sites_cross_the_link_between_them_twice_not_four_times) {
+  if (nettest::namespaces_unavailable()) return;
+  nettest::NetnsHosts hosts(4, "st", "--wan-rate 1gbit --wan-netem 'delay 1ms' --firewall 29500-29510", "sites");
+  const std::vector<int> host_of_rank = {0, 2, 1, 3};  // sites a, b, a, b
+  std::string peers;
+  for (int h : host_of_rank) peers += (peers.empty() ? "10.99.0." : ",10.99.0.") + std::to_string(h + 1) + ":29500";
+  auto bytes_between_sites = [&] {
+    uint64_t sum = 0;
+    for (char site : {'a', 'b'}) {
+      std::string out;
+      BOOST_REQUIRE(nettest::run_shell("ip -n " + hosts.site_ns(site) + " -s -j link show wan0", &out) == 0);
+      sum += nlohmann::json::parse(out).at(0).at("stats64").at("tx").at("bytes").get<uint64_t>();
+    }
+    return sum;
+  };
+  auto job_bytes = [&](const std::string& name, const std::vector<std::string>& more) {
+    const uint64_t before = bytes_between_sites();
+    std::vector<Proc> ranks;
+    for (size_t r = 0; r < 4; ++r) {
+      std::vector<std::string> flags = {"--steps", "8", "--eval-every", "0", "--device-batch", "1", "--rank", std::to_string(r),
+                                        "--peers", peers, "--key", nettest::key_file()};
+      flags.insert(flags.end(), more.begin(), more.end());
+      std::string cmd = "exec ip netns exec " + hosts.ns(host_of_rank[r]);
+      for (const auto& a : base_args(name, flags)) cmd += " '" + a + "'";
+      ranks.push_back(nettest::spawn({"/bin/sh", "-c", cmd}, name + "-r" + std::to_string(r)));
+    }
+    nettest::wait_all(ranks, 300);
+    require_all_ok(ranks);
+    return double(bytes_between_sites() - before);
+  };
+  const double with_sites = job_bytes("sites-netns", {"--sites", "a,b,a,b"});
+  const double without = job_bytes("sites-netns-off", {});
+  BOOST_TEST_MESSAGE("bytes between the sites: " << with_sites << " with --sites, " << without << " without");
+  BOOST_TEST(with_sites < 0.6 * without, with_sites << " bytes crossed with --sites, " << without << " without");
+  BOOST_TEST(with_sites > 0.4 * without, "fewer crossings than a ring over two sites can have");
 }
 
 // --streams: each ring link carries its data over 3 TCP connections, messages in turn; with

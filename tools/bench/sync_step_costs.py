@@ -33,13 +33,16 @@ def main():
         starts, applies = due(s, every, fragments), due(s - overlap, every, fragments) and s - overlap > 0
         kind = "starts and applies" if starts and applies else "starts" if starts else "applies" if applies else "plain"
         kinds.setdefault(kind, []).append(mine[0]["step_s"])
-    if "plain" not in kinds:
-        print(f"{run}: no plain steps between {first} and {last}")
+    if not kinds:
+        print(f"- {run.rsplit('/', 1)[-1]}: no step records of rank {rank} between {first} and {last}")
+        return
+    parts = ", ".join(f"{k} {statistics.mean(v):.2f} s (x{len(v)})" for k, v in sorted(kinds.items()))
+    if "plain" not in kinds:  # e.g. 4 fragments in 8 steps, each applied 1 step later: every step does something
+        print(f"- {run.rsplit('/', 1)[-1]}, rank {rank}: {parts}; no plain step to compare with")
         return
     plain = statistics.mean(kinds["plain"])
     periods = (last - first) / every
     extra = sum((statistics.mean(v) - plain) * len(v) for k, v in kinds.items() if k != "plain") / periods
-    parts = ", ".join(f"{k} {statistics.mean(v):.2f} s (x{len(v)})" for k, v in sorted(kinds.items()))
     print(f"- {run.rsplit('/', 1)[-1]}, rank {rank}: {parts}; the averages add {extra:.2f} s per {every} steps "
           f"({100 * extra / (plain * every):.1f}% of {every} plain steps)")
 

@@ -8,6 +8,17 @@
 #   hosts.sh firewall PREFIX N A-B | off                    policy-drop firewall, only TCP A-B open
 #   hosts.sh down PREFIX N                                  delete them (safe to repeat)
 #   hosts.sh addr I                                         address of host I
+#   hosts.sh sites PREFIX N [--rate 1gbit] [--wan-rate 100mbit] [--wan-netem ARGS] [--cpus C] [--firewall A-B]
+#                                                           N hosts at two sites
+#
+# `sites` makes two sites of N/2 hosts each (N even): hosts 0 .. N/2-1 on the bridge of the
+# switch namespace PREFIXsa, the others on PREFIXsb, every host link shaped to --rate (tbf),
+# and the two switches joined by one slow, far link: the link emulator (below) between a tap
+# wan0 on each bridge, with --wan-rate and the path of two netem queues --wan-netem (default
+# "delay 10ms loss 0.05%": 40 ms round trip, about 0.1% loss each way), run in PREFIXsw. All
+# hosts share one subnet (10.99.0.0/24), as two offices bridged over a VPN would. --cpus C:
+# the emulator's two delivery threads run on cores 0..C-1 (default: where the scheduler puts
+# them).
 #
 # --rate shapes every link (both directions, tbf) like a real NIC of that speed.
 # --netem ARGS makes every link a slow, far one instead (tc netem on both ends, with --rate
@@ -32,7 +43,7 @@
 # lo, established/related and TCP ports A-B.
 set -euo pipefail
 
-cmd=${1:?usage: hosts.sh up|down|firewall|addr ...}
+cmd=${1:?usage: hosts.sh up|sites|down|firewall|addr ...}
 
 addr() { echo "10.99.0.$(( $1 + 1 ))"; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -105,8 +116,86 @@ table inet rtfw {
 NFT
 }
 
+# Host I: namespace PREFIXhI with eth0 (a veth) at addr I on the bridge br0 of switch
+# namespace SW, the link shaped to RATE (tbf, both directions) when one is given.
+host_on_bridge() {
+  local prefix=$1 i=$2 sw=$3 rate=$4
+  local ns="${prefix}h$i"
+  ip netns add "$ns"
+  ip link add "${prefix}v$i" type veth peer name "${prefix}p$i"
+  ip link set "${prefix}v$i" netns "$ns"
+  ip link set "${prefix}p$i" netns "$sw"
+  ip -n "$ns" link set "${prefix}v$i" name eth0
+  ip -n "$ns" addr add "$(addr "$i")/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  ip -n "$sw" link set "${prefix}p$i" master br0
+  ip -n "$sw" link set "${prefix}p$i" up
+  if [ -n "$rate" ]; then
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+    ip netns exec "$sw" tc qdisc add dev "${prefix}p$i" root tbf rate "$rate" burst 256kb latency 50ms
+  fi
+}
+
+# Starts the link emulator in namespace $1 with the rest as its arguments; waits for "ready".
+start_emulator() {
+  local sw=$1 prefix=$2; shift 2
+  local emulator log pid
+  emulator=$(emulator_bin) || return 1
+  log=$(emulator_log "$prefix")
+  ip netns exec "$sw" "$emulator" "$@" --limit 10000 < /dev/null > "$log" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do
+    grep -q '^ready$' "$log" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "hosts.sh: the link emulator did not start: $(tr '\n' ' ' < "$log")" >&2
+  return 1
+}
+
 case "$cmd" in
   addr) addr "${2:?host index}" ;;
+  sites)
+    prefix=${2:?prefix} n=${3:?number of hosts}; shift 3
+    if ! [[ $n =~ ^[0-9]+$ ]] || [ "$n" -lt 2 ] || [ $((n % 2)) != 0 ]; then
+      echo "hosts.sh: sites needs an even number of hosts (2 or more), not '$n'" >&2
+      exit 2
+    fi
+    rate=1gbit wan_rate=100mbit wan_netem="delay 10ms loss 0.05%" range="" cpus=""
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --rate) rate=$2; shift 2 ;;
+        --wan-rate) wan_rate=$2; shift 2 ;;
+        --wan-netem) wan_netem=$2; shift 2 ;;
+        --cpus)
+          [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "hosts.sh: --cpus '${2:-}': give a number of cores, e.g. 2" >&2; exit 2; }
+          cpus=$2; shift 2 ;;
+        --firewall) range=$2; shift 2 ;;
+        *) echo "hosts.sh: unknown option $1" >&2; exit 2 ;;
+      esac
+    done
+    flags=$(emulator_flags "$wan_netem") || exit 2
+    ip netns add "${prefix}sw"
+    for site in a b; do
+      sw="${prefix}s$site"
+      ip netns add "$sw"
+      ip -n "$sw" link add br0 type bridge
+      ip -n "$sw" link set br0 up
+      # The site's end of the slow link; as long a queue as the emulator's limit (see `up`).
+      ip -n "$sw" tuntap add dev wan0 mode tap
+      ip -n "$sw" link set wan0 txqueuelen 10000 master br0
+      ip -n "$sw" link set wan0 up
+    done
+    for i in $(seq 0 $((n - 1))); do
+      site=a; [ "$i" -lt $((n / 2)) ] || site=b
+      host_on_bridge "$prefix" "$i" "${prefix}s$site" "$rate"
+      if [ -n "$range" ]; then firewall "${prefix}h$i" "$range"; fi
+    done
+    pin=""; [ -n "$cpus" ] && pin="--cpu-a 0 --cpu-b $(( cpus > 1 ? 1 : 0 ))"
+    # shellcheck disable=SC2086  # flags are words
+    start_emulator "${prefix}sw" "$prefix" --ns-a "${prefix}sa" --ns-b "${prefix}sb" --tap wan0 --rate "$wan_rate" $flags $pin || exit 1
+    ;;
   up)
     prefix=${2:?prefix} n=${3:?number of hosts}; shift 3
     rate="" range="" netem="" emulate=0 link_cpus=""
@@ -147,33 +236,16 @@ case "$cmd" in
         ip -n "$ns" link set lo up
         if [ -n "$range" ]; then firewall "$ns" "$range"; fi
       done
-      log=$(emulator_log "$prefix")
       # shellcheck disable=SC2086  # flags are words
-      ip netns exec "$sw" "$emulator" --ns-a "${prefix}h0" --ns-b "${prefix}h1" ${rate:+--rate "$rate"} $flags $link_cpus \
-        --limit 10000 < /dev/null > "$log" 2>&1 &
-      pid=$!
-      for _ in $(seq 100); do
-        grep -q '^ready$' "$log" 2>/dev/null && exit 0
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-      done
-      echo "hosts.sh: the link emulator did not start: $(tr '\n' ' ' < "$log")" >&2
-      exit 1
+      start_emulator "$sw" "$prefix" --ns-a "${prefix}h0" --ns-b "${prefix}h1" ${rate:+--rate "$rate"} $flags $link_cpus || exit 1
+      exit 0
     fi
     ip -n "$sw" link add br0 type bridge
     ip -n "$sw" link set br0 up
     for i in $(seq 0 $((n - 1))); do
       ns="${prefix}h$i"
-      ip netns add "$ns"
-      ip link add "${prefix}v$i" type veth peer name "${prefix}p$i"
-      ip link set "${prefix}v$i" netns "$ns"
-      ip link set "${prefix}p$i" netns "$sw"
-      ip -n "$ns" link set "${prefix}v$i" name eth0
-      ip -n "$ns" addr add "$(addr "$i")/24" dev eth0
-      ip -n "$ns" link set eth0 up
-      ip -n "$ns" link set lo up
-      ip -n "$sw" link set "${prefix}p$i" master br0
-      ip -n "$sw" link set "${prefix}p$i" up
+      tbf=""; [ -z "$netem" ] && tbf=$rate
+      host_on_bridge "$prefix" "$i" "$sw" "$tbf"
       if [ -n "$netem" ]; then
         # shellcheck disable=SC2086  # ARGS are tc words
         ip netns exec "$ns" tc qdisc add dev eth0 root netem ${rate:+rate $rate} $netem limit 10000 2>/dev/null || {
@@ -182,9 +254,6 @@ case "$cmd" in
         }
         # shellcheck disable=SC2086
         ip netns exec "$sw" tc qdisc add dev "${prefix}p$i" root netem ${rate:+rate $rate} $netem limit 10000
-      elif [ -n "$rate" ]; then
-        ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
-        ip netns exec "$sw" tc qdisc add dev "${prefix}p$i" root tbf rate "$rate" burst 256kb latency 50ms
       fi
       if [ -n "$range" ]; then firewall "$ns" "$range"; fi
     done
@@ -203,7 +272,8 @@ case "$cmd" in
       for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
       ip netns del "$ns" 2>/dev/null || true
     done
-    ip netns del "${prefix}sw" 2>/dev/null || true
+    # `sites` made two site switches besides the one the emulator runs in.
+    for sw in "${prefix}sw" "${prefix}sa" "${prefix}sb"; do ip netns del "$sw" 2>/dev/null || true; done
     ;;
   *) echo "hosts.sh: unknown command $cmd" >&2; exit 2 ;;
 esac

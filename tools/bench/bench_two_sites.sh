@@ -27,6 +27,10 @@
 # (--dilate D sets it; 1 on 4 or more cores). The baseline runs just as many jobs per core,
 # so the ratio compares like with like. This is an emulation of 4 one-core hosts, and says
 # so in its output: what it cannot show is a real host's own NIC and interrupts.
+# Memory: a d8 rank of this job holds about 10 GB (streaming diloco's anchor, momentum and
+# error feedback, what is in flight, the elastic snapshot), so 4 of them need 40 GB; on a
+# 24 GB machine use --depth 6 (74 M parameters, 4.5 GB a rank; its bytes per FLOP are
+# d8's within 5%, so the network's share of a step is alike).
 # Nothing else should run on the machine meanwhile.
 set -uo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then

@@ -99,15 +99,8 @@ hosts() { bash tools/netns/hosts.sh "$@"; }
 # The runs' checkpoints are GBs at d8: removed at the end (RINGTRAIN_KEEP_BENCH=1 keeps them).
 cleanup() { hosts down "$prefix" 2 >/dev/null 2>&1; [ "${RINGTRAIN_KEEP_BENCH:-0}" = 1 ] || rm -rf "$work"; }
 trap cleanup EXIT
-if [ -z "$data" ]; then
-  data=data/kdoc-32768
-  [ -f "$data/meta.json" ] || "$bin" data prepare --out "$data" --vocab 32768 --threads 2 --quiet
-fi
-data=$(cd "$data" && pwd)
-if [ "$key" = new ]; then
-  key=$work/job.key
-  "$bin" keygen --out "$key" >/dev/null || exit 1
-fi
+data=$(bench_data "$data") || exit 1
+key=$(bench_key "$key" "$work") || exit 1
 hosts up "$prefix" 2 --rate "$rate" ${netem:+--netem "$netem"} ${emulate:+"$emulate"} --link-cpus 0,1 --firewall 29500-29510 || exit 1
 # A process in the switch namespace is the link emulator (hosts.sh's choice where sch_netem is missing).
 link="tc netem on both ends of each link"

@@ -76,15 +76,8 @@ prefix=rtst$$
 hosts() { bash tools/netns/hosts.sh "$@"; }
 cleanup() { hosts down "$prefix" 4 >/dev/null 2>&1; [ "${RINGTRAIN_KEEP_BENCH:-0}" = 1 ] || rm -rf "$work"; }
 trap cleanup EXIT
-if [ -z "$data" ]; then
-  data=data/kdoc-32768
-  [ -f "$data/meta.json" ] || "$bin" data prepare --out "$data" --vocab 32768 --threads 2 --quiet
-fi
-data=$(cd "$data" && pwd)
-if [ "$key" = new ]; then
-  key=$work/job.key
-  "$bin" keygen --out "$key" >/dev/null || exit 1
-fi
+data=$(bench_data "$data") || exit 1
+key=$(bench_key "$key" "$work") || exit 1
 hosts sites "$prefix" 4 --rate "$lan_rate" --wan-rate "$wan_rate" --wan-netem "delay $wan_delay loss 0.05%" \
   --cpus "$cores" --firewall 29500-29510 || exit 1
 # Ranks in --peers order: hosts 0 and 1 are site a, 2 and 3 site b; listed a, b, a, b.

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "version.hpp"
 #include "ringtrain/errors.hpp"
+#include "ringtrain/kernels/subnormals.hpp"
 #include "ringtrain/train/log.hpp"
 
 namespace {
@@ -78,6 +79,8 @@ int dispatch(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread exists, so that OpenMP's, oneDNN's and ZeroMQ's threads inherit it.
+  rt::kernels::flush_subnormals_to_zero();
   try {
     return dispatch(argc, argv);
   } catch (const rt::UsageError& e) {

@@ -2,7 +2,6 @@
 // threads started afterwards and in oneDNN's matmul; normal values are untouched.
 #include <boost/test/unit_test.hpp>
 
-#include <cstring>
 #include <limits>
 #include <thread>
 #include <vector>

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "ringtrain/errors.hpp"
@@ -35,9 +36,31 @@ const char* dtype_name(DType t) {
 namespace {
 
 int64_t numel_of(const std::vector<int64_t>& shape) {
+  // A zero anywhere makes the product zero before the other sizes can overflow it.
+  if (std::find(shape.begin(), shape.end(), int64_t(0)) != shape.end()) return 0;
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+// The most dimensions a tensor may claim (PyTorch allows 64), and the largest size of one:
+// an empty tensor may be [N, 0] with N past the file's size, but not past this.
+constexpr size_t kMaxDims = 64;
+constexpr uint64_t kMaxDim = uint64_t(1) << 48;
+
+// A JSON array of at most max_len non-negative integers, each at most `limit`: a float, a
+// negative or a huge number is refused here, before it becomes a size (converting such a
+// number to an integer type is undefined behaviour, and sizes from it overflow).
+std::vector<uint64_t> sizes_of(const nlohmann::json& v, size_t max_len, uint64_t limit, const std::string& what,
+                               const std::function<UsageError(const std::string&)>& corrupt) {
+  if (!v.is_array() || v.size() > max_len) throw corrupt(what + " is not a list of at most " + std::to_string(max_len) + " sizes");
+  std::vector<uint64_t> out;
+  for (const auto& e : v) {
+    if (!e.is_number_unsigned() || e.get<uint64_t>() > limit)
+      throw corrupt(what + " holds " + e.dump() + ", not a size within bounds");
+    out.push_back(e.get<uint64_t>());
+  }
+  return out;
 }
 
 bool parse_dtype(const std::string& s, DType& t) {
@@ -155,11 +178,17 @@ SafetensorsFile SafetensorsFile::parse(const std::string& raw, const std::string
     try {
       if (!parse_dtype(e.at("dtype").get<std::string>(), t.dtype))
         throw corrupt("tensor " + t.name + " has unsupported dtype " + e.at("dtype").get<std::string>());
-      t.shape = e.at("shape").get<std::vector<int64_t>>();
-      const auto off = e.at("data_offsets").get<std::vector<uint64_t>>();
-      if (off.size() != 2 || off[0] > off[1] || off[1] > data_size)
+      // The running product stops past the data's size, and a zero makes it zero: it never
+      // overflows, and neither does numel() of a shape that passed.
+      const auto dims = sizes_of(e.at("shape"), kMaxDims, kMaxDim, "the shape of tensor " + t.name, corrupt);
+      uint64_t numel = 1;
+      for (uint64_t d : dims) numel = (d == 0 || numel == 0) ? 0 : (numel > data_size / d ? data_size + 1 : numel * d);
+      if (numel > data_size) throw corrupt("tensor " + t.name + " has a shape larger than the file");
+      t.shape.assign(dims.begin(), dims.end());
+      const auto off = sizes_of(e.at("data_offsets"), 2, data_size, "the data_offsets of tensor " + t.name, corrupt);
+      if (off.size() != 2 || off[0] > off[1])
         throw corrupt("tensor " + t.name + " has bad data_offsets");
-      if (off[1] - off[0] != uint64_t(t.numel()) * dtype_size(t.dtype))
+      if (off[1] - off[0] != numel * dtype_size(t.dtype))
         throw corrupt("tensor " + t.name + " size does not match its shape");
       t.bytes.assign(raw.begin() + int64_t(data_start + off[0]), raw.begin() + int64_t(data_start + off[1]));
       by_offset.push_back({off[0], t.name});

@@ -75,6 +75,24 @@ BOOST_AUTO_TEST_CASE(corrupt_files_are_usage_errors) {
   BOOST_CHECK_THROW(io::SafetensorsFile::load(write("shape", le(bad.size()) + bad + std::string(16, '\0'))), rt::UsageError);
   const std::string dt = R"({"a":{"dtype":"Q7","shape":[4],"data_offsets":[0,16]}})";
   BOOST_CHECK_THROW(io::SafetensorsFile::load(write("dtype", le(dt.size()) + dt + std::string(16, '\0'))), rt::UsageError);
+  // Sizes that are not sizes: a float (converting 1e300 to an integer is undefined), a
+  // negative, a product that overflows 64 bits, offsets that are floats, too many dimensions.
+  for (const std::string shape : {"[1e300]", "[4.0]", "[-4]", "[4294967296,4294967296,4294967296]",
+                                  "[65536,65536,65536,65536,0,65536]", "\"4\"", "[[4]]"}) {
+    const std::string j = R"({"a":{"dtype":"F32","shape":)" + shape + R"(,"data_offsets":[0,16]}})";
+    BOOST_CHECK_THROW(io::SafetensorsFile::load(write("s", le(j.size()) + j + std::string(16, '\0'))), rt::UsageError);
+  }
+  for (const std::string offsets : {"[0.0,16.0]", "[0,1e300]", "[-16,0]", "[0,16,32]", "[16]"}) {
+    const std::string j = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":)" + offsets + "}}";
+    BOOST_CHECK_THROW(io::SafetensorsFile::load(write("o", le(j.size()) + j + std::string(16, '\0'))), rt::UsageError);
+  }
+  std::string many = "[";
+  for (int i = 0; i < 65; ++i) many += i ? ",1" : "1";
+  const std::string deep = R"({"a":{"dtype":"F32","shape":)" + many + R"(],"data_offsets":[0,4]}})";
+  BOOST_CHECK_THROW(io::SafetensorsFile::load(write("deep", le(deep.size()) + deep + std::string(4, '\0'))), rt::UsageError);
+  // An empty tensor may be larger than the file along one axis.
+  const std::string empty = R"({"a":{"dtype":"F32","shape":[1000000,0],"data_offsets":[0,0]}})";
+  BOOST_TEST(io::SafetensorsFile::load(write("empty", le(empty.size()) + empty)).get("a").numel() == 0);
   // A valid hand-written file loads.
   const auto ok = io::SafetensorsFile::load(write("ok", le(h.size()) + h + std::string(16, '\0')));
   BOOST_TEST(ok.get("a").numel() == 4);

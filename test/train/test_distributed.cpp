@@ -335,9 +335,16 @@ BOOST_AUTO_TEST_CASE(killed_rank_stops_the_others_with_a_checkpoint) {
   nettest::wait_all(ranks, 60);
   const double took = seconds_since(t0);
   BOOST_TEST(took < kPeerTimeout + kMargin, "the others took " << took << " s to stop");
-  const int lost_at = newest_step(run_dir("kill"), 0);
+  // The survivors' failure checkpoints are the same step, or one apart: a loss during the
+  // all-reduce's last hop finishes the step on the rank that already had every chunk
+  // (rank 0 gets its last one from rank 2) and not on the rank still waiting for the
+  // dead one's. Seen under the sanitizers: rank 0 at 4, rank 2 at 3. --resume starts from
+  // the newest step all of them have.
+  const int s0 = newest_step(run_dir("kill"), 0), s2 = newest_step(run_dir("kill"), 2);
+  const int lost_at = std::max(s0, s2);
+  BOOST_TEST(std::min(s0, s2) >= 3);
   BOOST_TEST(lost_at >= 4);
-  BOOST_TEST(newest_step(run_dir("kill"), 2) == lost_at);
+  BOOST_TEST(std::abs(s0 - s2) <= 1, "rank 0 saved step " << s0 << ", rank 2 step " << s2);
   // The troubleshooting row (docs/troubleshooting.md), as the user sees it: the lost rank, then the checkpoint.
   namespace readme = traintest::readme;
   BOOST_TEST(readme::has("`" + readme::lost_rank_closed(1, "10.0.0.2:29500") + "` (or `nothing heard from it for ...`) then `" +
@@ -349,7 +356,8 @@ BOOST_AUTO_TEST_CASE(killed_rank_stops_the_others_with_a_checkpoint) {
     const bool closed = err.find(readme::lost_rank_closed(1, addr)) != std::string::npos;
     const bool silent = err.find(readme::lost_rank_silent(1, addr)) != std::string::npos;
     BOOST_TEST((closed || silent), "rank " << r << ": " << err);
-    BOOST_TEST(err.find(readme::saving_before_exit(std::to_string(lost_at))) != std::string::npos, "rank " << r << ": " << err);
+    const int saved = r == 0 ? s0 : s2;
+    BOOST_TEST(err.find(readme::saving_before_exit(std::to_string(saved))) != std::string::npos, "rank " << r << ": " << err);
     BOOST_TEST(!nettest::alive(ranks[size_t(r)].pid));
   }
   // Restarting every rank with --resume continues from the newest step all of them have.

@@ -40,7 +40,11 @@ void Trainer::connect() {
     // formed meanwhile without this rank). It bound this rank's port, so no other live
     // process holds the rank: it joins.
     if (joining_ || !o_.elastic() || !ring_->job_is_running()) throw;
-    logf("could not start the job afresh (%s); a ring formed meanwhile", e.what());
+    // The refusal's advice (e.g. "start every rank with the same --peers list") is for a
+    // misconfigured start, not this race: only its first clause, the refusal itself, is logged.
+    const std::string refusal = std::string(e.what()).substr(0, std::string(e.what()).find(';'));
+    logf("a ring formed without this rank while it started afresh; it joins that ring (the start was refused: %s)",
+         refusal.c_str());
     join();
     batch = ring_->connect(true);
   }

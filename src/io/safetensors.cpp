@@ -56,8 +56,11 @@ std::vector<uint64_t> sizes_of(const nlohmann::json& v, size_t max_len, uint64_t
   if (!v.is_array() || v.size() > max_len) throw corrupt(what + " is not a list of at most " + std::to_string(max_len) + " sizes");
   std::vector<uint64_t> out;
   for (const auto& e : v) {
-    if (!e.is_number_unsigned() || e.get<uint64_t>() > limit)
-      throw corrupt(what + " holds " + e.dump() + ", not a size within bounds");
+    if (!e.is_number_unsigned() || e.get<uint64_t>() > limit) {
+      const std::string shown = e.dump();  // JSON text: one line; cut, for a huge nested value
+      throw corrupt(what + " holds " + (shown.size() > 40 ? shown.substr(0, 40) + "..." : shown) +
+                    ", not a size within bounds");
+    }
     out.push_back(e.get<uint64_t>());
   }
   return out;

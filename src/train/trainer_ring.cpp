@@ -42,7 +42,8 @@ void Trainer::connect() {
     if (joining_ || !o_.elastic() || !ring_->job_is_running()) throw;
     // The refusal's advice (e.g. "start every rank with the same --peers list") is for a
     // misconfigured start, not this race: only its first clause, the refusal itself, is logged.
-    const std::string refusal = std::string(e.what()).substr(0, std::string(e.what()).find(';'));
+    const std::string what = e.what();
+    const std::string refusal = what.substr(0, what.find(';'));
     logf("a ring formed without this rank while it started afresh; it joins that ring (the start was refused: %s)",
          refusal.c_str());
     join();

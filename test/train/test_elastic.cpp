@@ -58,6 +58,12 @@ std::string all_logs(const std::vector<Proc>& ranks) {
   return out;
 }
 
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 int64_t last_step(const std::string& metrics) {
   int64_t s = 0;
   for (auto& r : metric_records(metrics))
@@ -269,6 +275,57 @@ BOOST_AUTO_TEST_CASE(rank_restarted_during_a_reform_joins_instead_of_starting_af
   BOOST_TEST(nettest::contains(ranks[2].err(), "joined the running job at step"), ranks[2].err());
   BOOST_REQUIRE_MESSAGE(wait_for_progress(metrics, 3, kWait), all_logs(ranks));
   stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  check_every_step_once(metrics);
+}
+
+// A join request let in by a rank after its ring decided to re-form for a join, but before
+// that rank left the ring, is about the old ring: the re-form takes the joining rank in, and
+// the new ring must not re-form again for it. (It did: the kept request re-formed the new
+// ring at its first step, once in CI while a stop was on its way, and the ranks parted.) A
+// test hook keeps rank 2 in the old ring 7 s, more than the --peer-timeout within which a
+// rank lets the same joiner in once, while the joiner asks every running rank each second.
+BOOST_AUTO_TEST_CASE(join_request_that_reaches_the_old_ring_does_not_reform_the_new_one) {
+  const int port = nettest::port_base(2);
+  const std::string run = run_dir("el-late-join"), metrics = run + "/metrics.jsonl";
+  setenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING", "2:7", 1);
+  auto ranks = start_ranks("el-late-join", {2, 2, 2}, port, kLongRun);
+  unsetenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING");
+  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 3, kWait), all_logs(ranks));
+  lose_and_rejoin(ranks, 1, 2, metrics, [&] { return start_rank("el-late-join", {2, 2, 2}, port, kLongRun, 1, "el-late-join-r1-again"); });
+  // Every step is an exchange (--sync grad): a kept request re-forms at the next one.
+  BOOST_REQUIRE_MESSAGE(wait_for_progress(metrics, 5, kWait), all_logs(ranks));
+  const int step = stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  for (size_t r : {0, 2}) {
+    const std::string err = ranks[r].err();
+    BOOST_TEST(occurrences(err, "a rank asks to join; the ring re-forms") == 1, "rank " << r << ":" << all_logs(ranks));
+    BOOST_TEST(nettest::contains(err, "ring of epoch 2 "), "rank " << r << ": " << err);
+    BOOST_TEST(!nettest::contains(err, "ring of epoch 3 "), "rank " << r << ":" << all_logs(ranks));
+  }
+  BOOST_TEST(events(metrics).size() == 2u);  // the loss and the join, nothing more
+  BOOST_TEST(step > 0);
+  check_every_step_once(metrics);
+}
+
+// A stop (SIGTERM to rank 0) while the ring re-forms to let a rank in: the re-form completes,
+// and every rank, the one let in too, stops at the same step with the same weights and exits
+// 0. The same hook holds rank 2 in the old ring, so that the signal lands while rank 0 waits
+// in the lobby.
+BOOST_AUTO_TEST_CASE(stop_during_a_join_reform_stops_every_rank_alike) {
+  const int port = nettest::port_base(2);
+  const std::string run = run_dir("el-join-stop"), metrics = run + "/metrics.jsonl";
+  setenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING", "2:4", 1);
+  auto ranks = start_ranks("el-join-stop", {2, 2, 2}, port, kLongRun);
+  unsetenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING");
+  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 3, kWait), all_logs(ranks));
+  ::kill(ranks[1].pid, SIGKILL);
+  BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), all_logs(ranks));
+  BOOST_REQUIRE_MESSAGE(wait_for_progress(metrics, 3, kWait), all_logs(ranks));
+  nettest::wait_one(ranks[1], 10);
+  ranks[1] = start_rank("el-join-stop", {2, 2, 2}, port, kLongRun, 1, "el-join-stop-r1-again");
+  BOOST_REQUIRE_MESSAGE(nettest::wait_until([&] { return nettest::contains(ranks[0].err(), "a rank asks to join; the ring re-forms"); }, kWait),
+                        all_logs(ranks));
+  stop_and_check_replicas(ranks, ranks[0].pid, run, 3);
+  BOOST_TEST(nettest::contains(ranks[1].err(), "joined the running job at step"), ranks[1].err());
   check_every_step_once(metrics);
 }
 

@@ -44,18 +44,21 @@ nettest::Proc start_rank(const std::string& out, const std::vector<int>& batches
 }
 
 void require_all_ok(std::vector<nettest::Proc>& procs) {
-  // Every process's outcome is told, not only the first bad one: which rank went wrong first
-  // is often in another rank's log.
+  // Every process's outcome and log is told when one went wrong, the ones that exited 0 too:
+  // why a rank went wrong is often in another rank's log.
   bool all_ok = true;
+  for (const auto& p : procs) all_ok = all_ok && p.exit_code == 0;
+  if (all_ok) return;
+  std::string ok_logs;
   for (size_t r = 0; r < procs.size(); ++r) {
     const auto& p = procs[r];
-    if (p.exit_code == 0) continue;
-    all_ok = false;
-    BOOST_ERROR("process " << r << ": exit " << p.exit_code
-                           << (p.exit_code == -1 ? " (signal " + std::to_string(p.signal) + ")" : "")
-                           << (p.exit_code == -2 ? " (still running at the deadline)" : "") << ": " << p.err());
+    const std::string outcome = "process " + std::to_string(r) + ": exit " + std::to_string(p.exit_code) +
+                                (p.exit_code == -1 ? " (signal " + std::to_string(p.signal) + ")" : "") +
+                                (p.exit_code == -2 ? " (still running at the deadline)" : "") + ": " + p.err();
+    if (p.exit_code == 0) ok_logs += "\n--- " + outcome;
+    else BOOST_ERROR(outcome);
   }
-  BOOST_REQUIRE_MESSAGE(all_ok, "not every process exited 0 (each is told above)");
+  BOOST_FAIL("not every process exited 0 (each failed one is told above; those that exited 0 follow)" << ok_logs);
 }
 
 bool wait_for_steps(const std::string& metrics, size_t n, double deadline_s) {

@@ -2,10 +2,12 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 
 #include <algorithm>
 #include <exception>
 #include <numeric>
+#include <thread>
 
 #include "ringtrain/errors.hpp"
 #include "ringtrain/net/ring_order.hpp"
@@ -153,6 +155,16 @@ void ElasticRing::tell_missing_ranks_done(int64_t step) {
   logf("rank(s) %s missed the end of the job: telling their restarts for up to %.0f s (--done-linger) that it is done",
        ranks.c_str(), o_.done_linger_s);
   net::tell_missing_ranks_the_job_is_done(rendezvous_options(0), epoch_, lineage_, step, missing, o_.done_linger_s);
+}
+
+// For the test of a join request that reaches a rank between its ring's decision to re-form
+// and its leaving that ring only: RINGTRAIN_TEST_LINGER_BEFORE_LEAVING=R:S makes rank R stay
+// in its old ring S seconds after a join was decided, long enough (more than a --peer-timeout)
+// for the joining rank, which asks every rank still running once a second, to be let in again.
+void ElasticRing::linger_before_leaving_for_test(int rank) {
+  const char* v = std::getenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING");
+  if (!v || std::atoi(v) != rank || !std::strchr(v, ':')) return;
+  std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(std::atof(std::strchr(v, ':') + 1), 0.0, 60.0)));
 }
 
 bool ElasticRing::job_is_running() {
@@ -314,8 +326,12 @@ void ElasticRing::after_step(RingChange& change) {
   step_ = change.step();
   int64_t wants[2] = {join_requested_.exchange(false) ? 1 : 0, yield_requested_.exchange(false) ? 1 : 0};
   comm_->all_reduce_values(wants, net::ValueOp::Max);
-  if (wants[1] != 0) reform("", change, /*yielding=*/true);
-  else if (wants[0] != 0) reform("", change);
+  if (wants[1] != 0) {
+    reform("", change, /*yielding=*/true);
+  } else if (wants[0] != 0) {
+    linger_before_leaving_for_test(o_.rank);
+    reform("", change);
+  }
 }
 
 void ElasticRing::recover(const std::string& lost, RingChange& change) {
@@ -383,9 +399,15 @@ void ElasticRing::reform(const std::string& lost, RingChange& change, bool yield
   // The step in flight is given up: leave the ring (our peers hear that we leave), and hold
   // on to what can be restored.
   stop_heal_probe();
-  yield_requested_ = false;  // a verdict about the old ring (this re-form may be that yield)
   change.leave_ring();
   comm_.reset();
+  // What the old ring's service handler took in since this step's exchange (it answered on
+  // the transport's thread until the reset above) is about the old ring: a rank that asked to
+  // join meanwhile is in this re-form's lobby (or asks the new ring, which lets it in), and a
+  // yield verdict is this re-form or is asked for again. Kept, a join request re-formed the
+  // new ring at its first exchange for nothing, while a stop could be on its way.
+  join_requested_ = false;
+  yield_requested_ = false;
   if (yielding) {  // nothing of this lineage's steps since the partition goes on
     change.drop_state();
     state_epoch_ = -1, state_members_.clear(), state_lineage_ = 0;

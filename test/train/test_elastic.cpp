@@ -278,6 +278,16 @@ BOOST_AUTO_TEST_CASE(rank_restarted_during_a_reform_joins_instead_of_starting_af
   check_every_step_once(metrics);
 }
 
+// Three loopback ranks, 3 steps on, whose rank 2 stays `seconds` in its old ring after a
+// join was decided (the test hook RINGTRAIN_TEST_LINGER_BEFORE_LEAVING).
+std::vector<Proc> start_with_rank2_lingering(const std::string& name, int port, int seconds) {
+  setenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING", ("2:" + std::to_string(seconds)).c_str(), 1);
+  auto ranks = start_ranks(name, {2, 2, 2}, port, kLongRun);
+  unsetenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING");
+  BOOST_REQUIRE_MESSAGE(wait_for_steps(run_dir(name) + "/metrics.jsonl", 3, kWait), all_logs(ranks));
+  return ranks;
+}
+
 // A join request let in by a rank after its ring decided to re-form for a join, but before
 // that rank left the ring, is about the old ring: the re-form takes the joining rank in, and
 // the new ring must not re-form again for it. (It did: the kept request re-formed the new
@@ -287,10 +297,7 @@ BOOST_AUTO_TEST_CASE(rank_restarted_during_a_reform_joins_instead_of_starting_af
 BOOST_AUTO_TEST_CASE(join_request_that_reaches_the_old_ring_does_not_reform_the_new_one) {
   const int port = nettest::port_base(2);
   const std::string run = run_dir("el-late-join"), metrics = run + "/metrics.jsonl";
-  setenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING", "2:7", 1);
-  auto ranks = start_ranks("el-late-join", {2, 2, 2}, port, kLongRun);
-  unsetenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING");
-  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 3, kWait), all_logs(ranks));
+  auto ranks = start_with_rank2_lingering("el-late-join", port, 7);
   lose_and_rejoin(ranks, 1, 2, metrics, [&] { return start_rank("el-late-join", {2, 2, 2}, port, kLongRun, 1, "el-late-join-r1-again"); });
   // Every step is an exchange (--sync grad): a kept request re-forms at the next one.
   BOOST_REQUIRE_MESSAGE(wait_for_progress(metrics, 5, kWait), all_logs(ranks));
@@ -313,10 +320,7 @@ BOOST_AUTO_TEST_CASE(join_request_that_reaches_the_old_ring_does_not_reform_the_
 BOOST_AUTO_TEST_CASE(stop_during_a_join_reform_stops_every_rank_alike) {
   const int port = nettest::port_base(2);
   const std::string run = run_dir("el-join-stop"), metrics = run + "/metrics.jsonl";
-  setenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING", "2:4", 1);
-  auto ranks = start_ranks("el-join-stop", {2, 2, 2}, port, kLongRun);
-  unsetenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING");
-  BOOST_REQUIRE_MESSAGE(wait_for_steps(metrics, 3, kWait), all_logs(ranks));
+  auto ranks = start_with_rank2_lingering("el-join-stop", port, 4);
   ::kill(ranks[1].pid, SIGKILL);
   BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 1, kWait), all_logs(ranks));
   BOOST_REQUIRE_MESSAGE(wait_for_progress(metrics, 3, kWait), all_logs(ranks));

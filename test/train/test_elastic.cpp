@@ -219,13 +219,7 @@ BOOST_AUTO_TEST_CASE(killed_rank_is_dropped_then_rejoins) {
     BOOST_TEST((reply == "elastic ok" || reply == "elastic wait"), reply);
     BOOST_REQUIRE_MESSAGE(wait_for_progress(metrics, 1, kWait), all_logs(ranks));
   }
-  auto reforms_for_joins = [&] {
-    const std::string log = ranks[0].err();
-    size_t n = 0;
-    for (size_t at = log.find("a rank asks to join"); at != std::string::npos; at = log.find("a rank asks to join", at + 1)) ++n;
-    return n;
-  };
-  BOOST_TEST(reforms_for_joins() == 1u, ranks[0].err());
+  BOOST_TEST(occurrences(ranks[0].err(), "a rank asks to join") == 1u, ranks[0].err());
   ranks[2] = start_rank("el-kill", {2, 2, 2}, port, kLongRun, 2, "el-kill-r2-again");
   BOOST_REQUIRE_MESSAGE(wait_for_events(metrics, 2, kWait), all_logs(ranks));
   check_event(events(metrics)[1], "rank_joined", 2, 3);

@@ -10,6 +10,7 @@
 #include "ringtrain/errors.hpp"
 #include "ringtrain/train/log.hpp"
 #include "peer_values.hpp"
+#include "test_hooks.hpp"
 
 namespace rt::train {
 
@@ -73,8 +74,7 @@ std::vector<int64_t> auto_device_batches(net::Communicator* comm, model::GPT& mo
   double rate = double(probe) / time_training_pass(model, probe, T, 2);
   // For the test of uneven ranks only: RINGTRAIN_TEST_RATE_SCALE=R:F makes rank R report F
   // times its measured rate, as a host F times as fast would.
-  if (const char* s = std::getenv("RINGTRAIN_TEST_RATE_SCALE"); s && std::atoi(s) == comm->rank())
-    if (const char* f = std::strchr(s, ':')) rate *= std::atof(f + 1);
+  if (const char* f = test_hook_value("RINGTRAIN_TEST_RATE_SCALE", comm->rank())) rate *= std::atof(f);
   const std::vector<double> rates = comm->all_gather_record<double>(rate);
   for (int r = 0; r < world; ++r)
     if (!std::isfinite(rates[size_t(r)]) || rates[size_t(r)] <= 0 || rates[size_t(r)] > 1e12)

@@ -16,6 +16,7 @@
 #include "ringtrain/train/model_io.hpp"
 #include "resume_step.hpp"
 #include "sync/replica_check.hpp"
+#include "test_hooks.hpp"
 #include "trainer_class.hpp"
 
 namespace fs = std::filesystem;
@@ -112,9 +113,8 @@ void Trainer::save_periodic_checkpoint() {
 namespace {
 // The step S of a test hook RINGTRAIN_TEST_...=R:S when R is this rank, else -1.
 int64_t test_hook_step(const char* variable, int rank) {
-  const char* spec = std::getenv(variable);
-  if (!spec || std::atoi(spec) != rank || !std::strchr(spec, ':')) return -1;
-  return std::atoll(std::strchr(spec, ':') + 1);
+  const char* step = test_hook_value(variable, rank);
+  return step ? std::atoll(step) : -1;
 }
 }  // namespace
 

@@ -2,7 +2,6 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <cstring>
 
 #include <algorithm>
 #include <exception>
@@ -13,6 +12,7 @@
 #include "ringtrain/net/ring_order.hpp"
 #include "ringtrain/train/log.hpp"
 #include "peer_values.hpp"
+#include "test_hooks.hpp"
 
 namespace rt::train {
 namespace {
@@ -22,6 +22,15 @@ namespace {
 constexpr double kJobProbeS = 1.5;
 // Every membership change is tried this many times before the rank gives up on it.
 constexpr int kAttempts = 5;
+
+// For the test of a join request that reaches a rank between its ring's decision to re-form
+// and its leaving that ring only: RINGTRAIN_TEST_LINGER_BEFORE_LEAVING=R:S makes rank R stay
+// in its old ring S seconds after a join was decided, long enough (more than a --peer-timeout)
+// for the joining rank, which asks every rank still running once a second, to be let in again.
+void linger_before_leaving_for_test(int rank) {
+  if (const char* s = test_hook_value("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING", rank))
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(std::atof(s), 0.0, 60.0)));
+}
 
 // What the members of a new ring tell each other once it is up.
 struct RingRecord {
@@ -155,16 +164,6 @@ void ElasticRing::tell_missing_ranks_done(int64_t step) {
   logf("rank(s) %s missed the end of the job: telling their restarts for up to %.0f s (--done-linger) that it is done",
        ranks.c_str(), o_.done_linger_s);
   net::tell_missing_ranks_the_job_is_done(rendezvous_options(0), epoch_, lineage_, step, missing, o_.done_linger_s);
-}
-
-// For the test of a join request that reaches a rank between its ring's decision to re-form
-// and its leaving that ring only: RINGTRAIN_TEST_LINGER_BEFORE_LEAVING=R:S makes rank R stay
-// in its old ring S seconds after a join was decided, long enough (more than a --peer-timeout)
-// for the joining rank, which asks every rank still running once a second, to be let in again.
-void ElasticRing::linger_before_leaving_for_test(int rank) {
-  const char* v = std::getenv("RINGTRAIN_TEST_LINGER_BEFORE_LEAVING");
-  if (!v || std::atoi(v) != rank || !std::strchr(v, ':')) return;
-  std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(std::atof(std::strchr(v, ':') + 1), 0.0, 60.0)));
 }
 
 bool ElasticRing::job_is_running() {

@@ -118,9 +118,6 @@ class ElasticRing {
   // state. `lost` names what broke the old ring (empty: a rank joins). `yielding`: this ring
   // yields to a ring of another lineage (after a partition): its ranks come without state.
   void reform(const std::string& lost, RingChange& change, bool yielding = false);
-  // A test hook (RINGTRAIN_TEST_LINGER_BEFORE_LEAVING): rank `rank` stays in its old ring a
-  // while after a join was decided.
-  static void linger_before_leaving_for_test(int rank);
   // While the ring lacks some of the job's ranks, a thread looks for a ring of another
   // lineage on their ports (net::seek_other_lineage) and sets yield_requested_ when this one
   // must join it; after_step acts on it at the same step on every member.

@@ -26,7 +26,7 @@ if ! meson compile -C "$build" ringtrain test_net net_rank_driver hostile_peer t
   exit 1
 fi
 [ "${RINGTRAIN_BUILD_ONLY:-0}" = 1 ] && exit 0  # tools/test.sh builds early, tests later
-# Stop at the first report, with a stack; leaks count (suppressions: libraries' own caches).
+# Stop at the first report, with a stack; leaks count (suppressions: what libraries keep or lose themselves).
 export ASAN_OPTIONS="abort_on_error=0:halt_on_error=1:detect_leaks=1:quarantine_size_mb=64${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export LSAN_OPTIONS="suppressions=$PWD/tools/ci/sanitizer_suppressions.txt${LSAN_OPTIONS:+:$LSAN_OPTIONS}"

@@ -252,6 +252,11 @@ bool alive(pid_t pid) { return kill(pid, 0) == 0; }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+bool logs_refusal_from(const std::string& err, const std::string& host) {
+  return contains(err, "refused a connection from " + host + ":") ||
+         contains(err, "refused a connection from an address that was gone before it could be read");
+}
+
 bool wait_until(const std::function<bool()>& ready, double deadline_s) {
   const auto deadline = Clock::now() + std::chrono::duration<double>(deadline_s);
   while (!ready()) {

@@ -57,5 +57,10 @@ bool wait_for_output(const std::vector<Proc>& procs, const std::string& marker, 
 // Runs a shell command, returns its exit code and output (stdout+stderr).
 int run_shell(const std::string& cmd, std::string* output = nullptr);
 bool contains(const std::string& s, const std::string& part);
+// True if a rank's log `err` holds a refused connection from `host` ("127.0.0.1"), or one
+// from an address that was gone: a rank reads a stranger's address when its monitor reports
+// the accepted connection, and a stranger that resets at once, or fails its handshake
+// before that report is read, is gone by then (a race that a loaded machine decides).
+bool logs_refusal_from(const std::string& err, const std::string& host);
 
 }  // namespace nettest

@@ -8,7 +8,9 @@
 //     ZAP handler, a CURVE server would accept any client that knows its public key.
 //   - It watches the listening socket through a ZeroMQ monitor: a connection that fails the
 //     security handshake (no key, another key, garbage, a timeout) is logged with its source
-//     address (read when the connection was accepted), bounded by RefusalLog. At most
+//     address, read when the monitor reports the accepted connection (ZeroMQ 4.3 reports a
+//     descriptor, not an address: a connection closed or reset before that read is logged as
+//     from "an address that was gone"), bounded by RefusalLog. At most
 //     max_waiting_handshakes() connections wait to authenticate at once: one accepted beyond
 //     that is shut down at once, so a stranger's flood never takes the descriptors that the
 //     rank's checkpoints need, however many connections it holds.

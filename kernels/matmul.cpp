@@ -63,14 +63,16 @@ Cached& lookup(const Key& key) {
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
 
-  auto [batch, ta, tb, M, N, K, alpha, lda, sa, ldb, sb, ldc, sc, beta] = key;
-  const bool batched = batch > 1;
+  const auto& [batch, ta, tb, M, N, K, alpha, lda, sa, ldb, sb, ldc, sc, beta] = key;
+  // A copy, not the binding: clang before 16 cannot capture a structured binding in a lambda.
+  const int64_t batch_count = batch;
+  const bool batched = batch_count > 1;
   auto md = [&](int64_t rows, int64_t cols, int64_t ld, bool trans, int64_t stride) {
     // Row-major [rows, cols] view; a transposed operand swaps strides instead of copying.
     Dims dims = {rows, cols};
     Dims strides = trans ? Dims{1, ld} : Dims{ld, 1};
     if (batched) {
-      dims.insert(dims.begin(), batch);
+      dims.insert(dims.begin(), batch_count);
       strides.insert(strides.begin(), stride);
     }
     return memory::desc(dims, memory::data_type::f32, strides);

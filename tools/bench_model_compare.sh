@@ -14,6 +14,7 @@
 #   native against portable (the .deb's build): bash tools/package-deb.sh, then
 #          tools/bench_model_compare.sh --rounds 3 --steps 5 --warmup 2 --against build-deb/ringtrain
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib/fail_loudly.sh"
 cd "$(dirname "$0")/.."
 
 rounds=3 depth=8 batch=2 seqlen=1024 threads=2 steps=5 warmup=2 bin=build/ringtrain against="" chroot=""

@@ -15,6 +15,7 @@
 #   RINGTRAIN_DEMO_SEQ_LEN, RINGTRAIN_DEMO_BATCH, RINGTRAIN_DEMO_EVAL_EVERY, RINGTRAIN_DEMO_EVAL_TOKENS
 #   RINGTRAIN_SKIP_SETUP=1  use the existing build (tests); RINGTRAIN_BIN  the binary
 set -euo pipefail
+. "$(dirname "$0")/lib/fail_loudly.sh"
 cd "$(dirname "$0")/.."
 
 port=${RINGTRAIN_DEMO_PORT:-29500}
@@ -22,8 +23,6 @@ steps=${RINGTRAIN_DEMO_STEPS:-200}
 depth=${RINGTRAIN_DEMO_DEPTH:-4}
 vocab=${RINGTRAIN_DEMO_VOCAB:-8192}
 out=${RINGTRAIN_DEMO_OUT:-runs/demo}
-# The newest kernel documentation installed (the release's linux-doc package, from tools/setup.sh).
-input=${RINGTRAIN_DEMO_INPUT:-$(ls -d /usr/share/doc/linux-doc*/html/_sources 2>/dev/null | sort -V | tail -n 1)}
 seq_len=${RINGTRAIN_DEMO_SEQ_LEN:-256}
 batch=${RINGTRAIN_DEMO_BATCH:-8}
 eval_every=${RINGTRAIN_DEMO_EVAL_EVERY:-50}
@@ -38,6 +37,15 @@ if [ "${RINGTRAIN_SKIP_SETUP:-0}" != 1 ]; then
   # The demo needs only the trainer; `bash tools/test.sh` builds the tests.
   RINGTRAIN_BUILD_TARGETS=${RINGTRAIN_BUILD_TARGETS:-ringtrain} bash tools/setup.sh
 fi
+
+# The newest kernel documentation installed: looked for only after the step above installed it
+# (the release's linux-doc package); a fresh machine has none before.
+input=${RINGTRAIN_DEMO_INPUT:-$(ls -d /usr/share/doc/linux-doc*/html/_sources 2>/dev/null | sort -V | tail -n 1 || true)}
+if [ -z "$input" ] || [ ! -e "$input" ]; then
+  echo "demo: no corpus at '${input:-/usr/share/doc/linux-doc*/html/_sources}': run bash tools/setup.sh (it installs Debian's linux-doc), or set RINGTRAIN_DEMO_INPUT to a directory of text" >&2
+  exit 2
+fi
+[ -x "$bin" ] || { echo "demo: $bin is missing: run bash tools/setup.sh (or set RINGTRAIN_BIN)" >&2; exit 2; }
 
 step "2/5 prepare the corpus: $input -> $data"
 if [ -f "$data/meta.json" ]; then

@@ -12,6 +12,7 @@
 # path of the .deb is the last line printed.
 #   RINGTRAIN_DEB_MAINTAINER  the Maintainer field (default: ringtrain developers <ringtrain@invalid>)
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib/fail_loudly.sh"
 cd "$(dirname "$0")/.."
 build=build-deb out=""
 while [ $# -gt 0 ]; do

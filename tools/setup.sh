@@ -19,11 +19,12 @@
 #   RINGTRAIN_BUILD_DIR      build directory (default: build)
 #   RINGTRAIN_BUILD_TARGETS  only these meson targets (default: all, tests included if configured)
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib/fail_loudly.sh"
 cd "$(dirname "$0")/.."
 
 # trainer: what ringtrain builds and runs with (the demo needs nothing more but its corpus)
 trainer=(
-  g++ cmake meson ninja-build pkg-config
+  g++ cmake meson ninja-build pkg-config python3
   libdnnl-dev libzmq3-dev libsodium-dev cppzmq-dev libcxxopts-dev libpcre2-dev nlohmann-json3-dev zlib1g-dev
   libzstd-dev libsnappy-dev  # parquet pages (nanochat's data shards)
   # Debian's oneDNN CMake package (built with an OpenCL GPU runtime) fails to load without

@@ -35,6 +35,20 @@ bash tools/setup.sh tests || rc=$?
 if [ "$rc" -eq 0 ]; then
   if [ $# -gt 0 ]; then
     meson test -C "$build" --print-errorlogs --num-processes "${RINGTRAIN_TEST_JOBS:-2}" "$@" || rc=1
+  elif [ -n "${RINGTRAIN_TEST_SKIP:-}" ]; then
+    # Every test of pass 1 but those named (tools/ci/from_nothing.sh: what a chroot shares with the host)
+    names=()
+    while read -r name; do
+      case " $RINGTRAIN_TEST_SKIP " in *" $name "*) continue ;; esac
+      names+=("$name")
+    # `meson test --list` prints "ringtrain:SUITE / NAME"; meson test takes the NAME
+    done < <(meson test -C "$build" --list --no-suite mixed 2>/dev/null | sed -n 's|^.* / ||p')
+    if [ ${#names[@]} -eq 0 ]; then
+      echo "test: meson test --list named no tests in $build" >&2; rc=1
+    else
+      echo "test: left out (RINGTRAIN_TEST_SKIP): $RINGTRAIN_TEST_SKIP"
+      meson test -C "$build" --print-errorlogs --num-processes "${RINGTRAIN_TEST_JOBS:-2}" "${names[@]}" || rc=1
+    fi
   else
     meson test -C "$build" --no-suite mixed --print-errorlogs --num-processes "${RINGTRAIN_TEST_JOBS:-2}" || rc=1
   fi

@@ -21,16 +21,21 @@ import struct
 import sys
 
 
-def fail(message):
+def fail(message, code=2):
     print("ringtrain-helper: " + message, file=sys.stderr)
-    sys.exit(2)
+    sys.exit(code)
+
+
+def fail_no_torch(message):
+    """Exit 3: this interpreter lacks PyTorch; the caller may try another one (python_helper.cpp)."""
+    fail(message, 3)
 
 
 def pt2st(src, dst):
     try:
         import torch
     except ImportError:
-        fail("reading a .pt file needs PyTorch for python3 (Debian: apt install python3-torch); or import a .safetensors file")
+        fail_no_torch("reading a .pt file needs PyTorch")
     try:
         sd = torch.load(src, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any failure of the loader is the file's
@@ -186,7 +191,7 @@ def st2nc(plan_path):
     try:
         import torch
     except ImportError:
-        fail("writing nanochat's .pt files needs PyTorch for python3 (Debian: apt install python3-torch)")
+        fail_no_torch("writing nanochat's .pt files needs PyTorch")
     plan = json.load(open(plan_path, encoding="utf-8"))
     out, model_dir, step = plan["out"], plan["model_dir"], plan["step"]
     weights, _ = read_safetensors(plan["weights"], torch)

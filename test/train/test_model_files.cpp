@@ -187,6 +187,25 @@ torch.save([1, 2, 3], out + "/list.pt")
   BOOST_TEST(bare.find("--meta") != std::string::npos, bare);
   BOOST_TEST(bare.find("--seq-len") != std::string::npos, bare);
   sh(bin + " import --from " + dir + "/bare.safetensors --meta " + dir + "/nc-f32/meta_000003.json --out " + dir + "/imp-bare");
+
+  // The python3 on PATH has no PyTorch (a pyenv or venv interpreter ahead of Debian's): here a
+  // real /usr/bin/python3 that does not see the system's packages (-S), as a venv without them.
+  // With RINGTRAIN_PYTHON unset the import goes on with /usr/bin/python3 and says so; with
+  // RINGTRAIN_PYTHON naming it, the one-line refusal names that interpreter and the fix.
+  fs::create_directories(dir + "/venv-bin");
+  std::ofstream(dir + "/venv-bin/python3") << "#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n";
+  fs::permissions(dir + "/venv-bin/python3", fs::perms::owner_all);
+  const std::string venv = "env -u RINGTRAIN_PYTHON PATH=" + dir + "/venv-bin:/usr/bin:/bin ";
+  const std::string fell_back = sh(venv + bin + " import --from " + dir + "/nc-f32 --out " + dir + "/imp-venv 2>&1");
+  BOOST_TEST(nettest::contains(fell_back, "done with /usr/bin/python3 (" + dir + "/venv-bin/python3 has no PyTorch)"), fell_back);
+  const auto via_venv = nlohmann::json::parse(sh(bin + " eval --checkpoint " + dir + "/imp-venv" + eval));
+  BOOST_TEST(via_venv["val_bpb"].get<double>() == before["val_bpb"].get<double>());
+  const std::string refused = sh("RINGTRAIN_PYTHON=" + dir + "/venv-bin/python3 " + bin + " import --from " + dir +
+                                 "/nc-f32 --out " + dir + "/bad 2>&1", 2);
+  for (const std::string& says : {dir + "/venv-bin/python3 (RINGTRAIN_PYTHON)", std::string("python3-torch"), std::string("set RINGTRAIN_PYTHON")})
+    BOOST_TEST(nettest::contains(refused, says), says << " not in: " << refused);
+  BOOST_TEST(traintest::count_lines(refused) == 1, refused);
+  BOOST_TEST(!fs::exists(dir + "/bad"));
 }
 
 // nanochat -> ringtrain -> nanochat: a base directory as nanochat leaves it (bf16 embeddings,

@@ -316,4 +316,73 @@ BOOST_AUTO_TEST_CASE(wrong_key_and_no_job_are_said_in_words) {
   BOOST_TEST(nettest::run_shell(nettest::ringtrain_path() + " watch 127.0.0.1:1 stray", &out) == 2, out);
 }
 
+// The throughput chart's axis labels stay whole at 5- and 6-digit rates (they were clipped by
+// uPlot's fixed gutter: "0,000" for 40,000). Debian's chromium draws the page's own charts.js,
+// served by a real watcher, with chosen rates; the check is on the layout uPlot made: every
+// tick label of the tok/s axis starts inside the chart, every MFU label ends inside it.
+BOOST_AUTO_TEST_CASE(throughput_axis_labels_whole_at_5_and_6_digit_rates) {
+  if (!testskip::require(chromium_program() != nullptr, "Debian's chromium is not installed (tools/setup.sh installs it)")) return;
+  const int port = nettest::port_base(0), http = port + 2;  // nothing listens at `port`: the watcher only serves
+  auto watcher = start_watcher(port, http, nettest::key_file(), "watcher-axes");
+  const std::string origin = "http://127.0.0.1:" + std::to_string(http);
+  const std::string page = nettest::scratch_dir() + "/axes.html";
+  std::ofstream(page) << "<!doctype html><html><head><meta charset=\"utf-8\">"
+                      << "<link rel=\"stylesheet\" href=\"" << origin << "/uPlot.min.css\">"
+                      << "<link rel=\"stylesheet\" href=\"" << origin << "/style.css\"></head><body>"
+                      << "<section class=\"charts\">"
+                      << "<figure><figcaption>tok/s near 40,000</figcaption><div id=\"c5\"></div></figure>"
+                      << "<figure><figcaption>tok/s near 400,000</figcaption><div id=\"c6\"></div></figure></section>"
+                      << "<div id=\"fit\" data-value=\"not run\"></div>"
+                      << "<script src=\"" << origin << "/uPlot.iife.min.js\"></script>"
+                      << "<script src=\"" << origin << "/charts.js\"></script>" << R"JS(<script>
+const found = [];
+const pxr = uPlot.pxRatio || window.devicePixelRatio || 1;
+const probe = document.createElement("canvas").getContext("2d");
+// uPlot lays out and draws after setData returns (a microtask): check once it has.
+function check(id, rate, u) {
+  const left = u.bbox.left / pxr, right = (u.bbox.left + u.bbox.width) / pxr;
+  for (const [ai, side] of [[1, "left"], [2, "right"]]) {
+    const axis = u.axes[ai], labels = axis._values || [];
+    if (labels.length === 0) found.push(id + ": the " + side + " axis has no labels");
+    probe.font = axis.font[0];
+    for (const text of labels) {
+      if (text == null) continue;
+      const w = probe.measureText(String(text)).width / pxr;
+      const from = side === "left" ? left - axis.ticks.size - axis.gap - w : right + axis.ticks.size + axis.gap;
+      if (from < 0 || from + w > u.width) found.push(id + ": " + side + " label '" + text + "' spans " + from.toFixed(1) + ".." + (from + w).toFixed(1) + " of 0.." + u.width);
+    }
+  }
+  const digits = String(rate).length;  // the case is about labels of this many digits
+  if (!(u.axes[1]._values || []).some(t => String(t).replace(/[^0-9]/g, "").length === digits))
+    found.push(id + ": no tok/s label of " + digits + " digits");
+}
+const charts = [];
+for (const [id, rate] of [["c5", 40000], ["c6", 400000]]) {
+  const u = makeChart(id, [{ label: "tok/s", stroke: COLORS[2], width: 2 }, { label: "MFU %", stroke: COLORS[3], width: 1, scale: "pct" }],
+                      { x: "step", logX: false, logY: false }, { pct: { distr: 1 } });
+  const xs = [], ys = [], mfu = [];
+  for (let i = 0; i < 60; ++i) { xs.push(i); ys.push(rate * (0.93 + 0.14 * ((i * 37) % 11) / 10)); mfu.push(41 + (i % 7)); }
+  u.setData([xs, ys, mfu]);
+  charts.push([id, rate, u]);
+}
+setTimeout(() => {
+  for (const [id, rate, u] of charts) check(id, rate, u);
+  document.getElementById("fit").dataset.value = found.length ? found.join("; ") : "whole";
+}, 200);
+</script></body></html>)JS";
+  const std::string shot = nettest::scratch_dir() + "/axes.png";
+  const std::string flags = std::string(chromium_program()) +
+                            " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run --allow-file-access-from-files"
+                            " --user-data-dir=" + nettest::scratch_dir() + "/chromium-axes --virtual-time-budget=3000 ";
+  nettest::run_shell("timeout 90 " + flags + "--window-size=700,640 --screenshot=" + shot + " file://" + page + " 2>/dev/null");
+  std::string dom;
+  nettest::run_shell("timeout 90 " + flags + "--dump-dom file://" + page + " 2>/dev/null", &dom);
+  BOOST_TEST_MESSAGE("screenshot of the two charts: " << shot);
+  if (const char* keep = std::getenv("RINGTRAIN_AXES_SCREENSHOT")) fs::copy_file(shot, keep, fs::copy_options::overwrite_existing);
+  BOOST_TEST((fs::exists(shot) && fs::file_size(shot) > 5000));
+  BOOST_TEST(dom_value(dom, "fit") == "whole", dom_value(dom, "fit") << "\n" << dom.substr(0, 1500));
+  ::kill(watcher.pid, SIGTERM);
+  nettest::wait_one(watcher, 20);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

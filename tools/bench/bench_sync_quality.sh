@@ -17,6 +17,7 @@
 # them apart. --runs picks some of the runs (the comparisons need grad and diloco).
 # --reuse keeps the runs already in --out that reached the last step (e.g. to add seeds).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/fail_loudly.sh"
 cd "$(dirname "$0")/../.."
 bin=${RINGTRAIN_BIN:-$PWD/build/ringtrain}
 py=${RINGTRAIN_PYTHON:-/usr/bin/python3}

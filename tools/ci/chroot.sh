@@ -10,6 +10,8 @@
 #
 # --bind DIR mounts a host directory at the same path inside (a test's scratch directory, so
 # that a rank in the chroot reads the same data and writes where the test looks).
+# --fresh makes the chroot anew, as a bare machine: a minimal debootstrap with git and
+# ca-certificates only, no package of ringtrain's (tools/ci/from_nothing.sh); it replaces the kept one.
 #
 # The command runs as root in the source tree, with a clean environment (PATH, HOME, LANG,
 # CI and every RINGTRAIN_* and OMP_* variable are passed in). /proc, /sys, /dev and /dev/pts are
@@ -26,13 +28,15 @@ if [ -z "${RT_CHROOT_OWN_MOUNTS:-}" ] && [ "$(id -u)" = 0 ]; then
 fi
 release=trixie
 binds=()
+fresh=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --release) release=$2; shift 2 ;;
     --bind) [ -d "${2:-}" ] || { echo "chroot: --bind ${2:-} is not a directory" >&2; exit 2; }
             binds+=("$(cd "$2" && pwd)"); shift 2 ;;
+    --fresh) fresh=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "chroot: unknown option '$1'; usage: tools/ci/chroot.sh [--release NAME] -- COMMAND" >&2; exit 2 ;;
   esac
 done
@@ -46,6 +50,9 @@ cache=${RINGTRAIN_CHROOT_CACHE:-/var/cache/ringtrain}
 root=$cache/chroot-$release
 src=$PWD
 
+if [ "$fresh" = 1 ]; then
+  rm -rf --one-file-system "$root"
+fi
 if [ ! -f "$root/.ringtrain-chroot-ready" ]; then
   if ! command -v debootstrap >/dev/null; then
     echo "chroot: installing debootstrap"
@@ -55,16 +62,19 @@ if [ ! -f "$root/.ringtrain-chroot-ready" ]; then
   # Built aside and renamed when complete: an interrupted debootstrap never passes for a chroot.
   mkdir -p "$cache"
   rm -rf "$root.new"
-  echo "chroot: creating a Debian $release chroot in $root (debootstrap, about a minute)"
+  include=()
+  [ "$fresh" = 0 ] || include=(--include=git,ca-certificates)
+  echo "chroot: creating a Debian $release chroot in $root (debootstrap${include:+ with git and ca-certificates only}, about a minute)"
   t0=$(date +%s)
-  if ! debootstrap --variant=minbase "$release" "$root.new" "${RINGTRAIN_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
+  if ! debootstrap --variant=minbase "${include[@]}" "$release" "$root.new" "${RINGTRAIN_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
        >"$cache/debootstrap-$release.log" 2>&1; then
     tail -n 20 "$cache/debootstrap-$release.log" >&2
     echo "chroot: debootstrap of $release failed (log: $cache/debootstrap-$release.log)" >&2
     exit 1
   fi
-  # Only the main archive; no recommends, as tools/setup.sh asks on the host.
-  echo 'APT::Install-Recommends "false";' > "$root.new/etc/apt/apt.conf.d/90ringtrain"
+  # Only the main archive; no recommends, as tools/setup.sh asks on the host (a --fresh one
+  # stays as debootstrap left it: a bare machine has no such setting).
+  [ "$fresh" = 1 ] || echo 'APT::Install-Recommends "false";' > "$root.new/etc/apt/apt.conf.d/90ringtrain"
   touch "$root.new/.ringtrain-chroot-ready"
   rm -rf "$root"
   mv "$root.new" "$root"

@@ -42,6 +42,7 @@
 # The firewall is the user's: nftables inet table, input chain, policy drop, accepting
 # lo, established/related and TCP ports A-B.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/fail_loudly.sh"
 
 cmd=${1:?usage: hosts.sh up|sites|down|firewall|addr ...}
 

@@ -1,10 +1,9 @@
-// The live page of `ringtrain watch`. Everything it shows comes from the watcher's
+// The live page of `ringtrain watch` (its charts: charts.js). Everything it shows comes from the watcher's
 // /api/state and /api/history, which hold the job's replies after the watcher checked them;
 // the page still writes every value as text (textContent), never as markup.
 "use strict";
 
 const POLL_MS = 1000;
-const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"];
 
 const view = {
   generation: null,  // the watcher's history generation the arrays below belong to
@@ -141,37 +140,19 @@ function eventLines(s) {
   };
 }
 
-function makeChart(id, series, s, extraScales) {
-  const el = $(id);
-  el.textContent = "";
-  const width = Math.max(320, el.clientWidth || 560);
-  const scales = { x: { time: false, distr: s.logX ? 3 : 1 }, y: { distr: s.logY ? 3 : 1 } };
-  Object.assign(scales, extraScales || {});
-  const opts = {
-    width, height: 240,
-    scales,
-    series: [{ label: s.x }].concat(series),
-    axes: [{ label: s.x }, { scale: "y" }].concat(extraScales ? [{ scale: "pct", side: 1, grid: { show: false } }] : []),
-    plugins: [eventLines(s)],
-    legend: { live: true },
-  };
-  const empty = [[]].concat(series.map(() => []));
-  return new uPlot(opts, empty, el);
-}
-
 function buildCharts(s, ranks) {
   for (const c of Object.values(view.charts)) c.destroy();
   view.charts = {
     loss: makeChart("chart-loss", [
       { label: "loss", stroke: "#9bb7d4", width: 1 },
-      { label: "smoothed", stroke: COLORS[0], width: 2 }], s),
-    bpb: makeChart("chart-bpb", [{ label: "val bpb", stroke: COLORS[1], width: 2, points: { show: true } }], s),
+      { label: "smoothed", stroke: COLORS[0], width: 2 }], s, null, [eventLines(s)]),
+    bpb: makeChart("chart-bpb", [{ label: "val bpb", stroke: COLORS[1], width: 2, points: { show: true } }], s, null, [eventLines(s)]),
     speed: makeChart("chart-speed", [
       { label: "tok/s", stroke: COLORS[2], width: 2 },
-      { label: "MFU %", stroke: COLORS[3], width: 1, scale: "pct" }], s, { pct: { distr: 1 } }),
+      { label: "MFU %", stroke: COLORS[3], width: 1, scale: "pct" }], s, { pct: { distr: 1 } }, [eventLines(s)]),
     ranks: makeChart("chart-ranks", ranks.flatMap((r, i) => [
       { label: "rank " + r + " step", stroke: COLORS[i % COLORS.length], width: 2 },
-      { label: "rank " + r + " network", stroke: COLORS[i % COLORS.length], width: 1, dash: [5, 3] }]), s),
+      { label: "rank " + r + " network", stroke: COLORS[i % COLORS.length], width: 1, dash: [5, 3] }]), s, null, [eventLines(s)]),
   };
 }
 
